@@ -1,0 +1,17 @@
+"""odevit: ODE-ViT (arXiv 2511.16501) — the ViT encoder as one shared, Lipschitz-constrained vector field.
+
+Importing the package registers the `odevit_*` models with timm (`timm.create_model("odevit_tiny_patch4_32")`).
+"""
+from .layers import Attention, CenterNorm, spectral_init_
+from .losses import attention_l1, jasmin, jasmin_rows, topk_correct, trajectory_mse
+from .model import ODEViT, ViTField
+from .schedule import checkpoint_indices, layer_distances
+from .solvers import SOLVERS, Solver, get_solver
+from .teacher import create_teacher, hidden_states, last_attention, load_block_, student_from_teacher
+
+__all__ = [
+    "Attention", "CenterNorm", "spectral_init_", "attention_l1", "jasmin", "jasmin_rows", "topk_correct",
+    "trajectory_mse", "ODEViT", "ViTField", "checkpoint_indices", "layer_distances", "SOLVERS", "Solver",
+    "get_solver", "create_teacher", "hidden_states", "last_attention", "load_block_", "student_from_teacher",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,84 @@
+"""Building blocks of the ODE-ViT vector field: CenterNorm, attention that can return its maps, spectral init.
+
+The MLP is timm's `Mlp` (bias-free); names follow timm's `Block` (norm1/attn/norm2/mlp, attn.qkv/attn.proj)
+so a timm ViT block's weights load one-to-one (see `odevit.teacher.load_block_`).
+"""
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class CenterNorm(nn.Module):
+    """CenterNorm (LipsFormer, Qi et al. 2023): y = gamma * D/(D-1) * (x - mean(x)) + beta.
+
+    No division by the standard deviation, so the map is globally Lipschitz (LayerNorm is not).
+    """
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.dim = dim
+        self.scale = dim / (dim - 1.0)
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.bias = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.weight * (self.scale * (x - x.mean(dim=-1, keepdim=True))) + self.bias
+
+
+NORMS = {
+    "centernorm": CenterNorm,
+    "layernorm": lambda dim: nn.LayerNorm(dim, eps=1e-6),  # timm ViT's eps, so teacher blocks load exactly
+}
+
+
+def make_norm(name: str, dim: int) -> nn.Module:
+    if name not in NORMS:
+        raise ValueError(f"norm: '{name}' is not one of {sorted(NORMS)}")
+    return NORMS[name](dim)
+
+
+class Attention(nn.Module):
+    """Multi-head self-attention with packed (optionally bias-free) Q/K/V, as timm's `Attention`.
+
+    Returns the per-head attention maps when asked (needed by JaSMin, the attention-L1 loss and the analyses);
+    otherwise it uses the fused `F.scaled_dot_product_attention` kernel.
+    """
+
+    def __init__(self, dim: int, num_heads: int, bias: bool = False, attn_drop: float = 0.0, proj_drop: float = 0.0):
+        super().__init__()
+        if dim % num_heads != 0:
+            raise ValueError(f"num_heads: {num_heads} does not divide embed_dim {dim}")
+        self.num_heads = num_heads
+        self.head_dim = dim // num_heads
+        self.scale = self.head_dim ** -0.5
+        self.qkv = nn.Linear(dim, 3 * dim, bias=bias)
+        self.attn_drop = nn.Dropout(attn_drop)
+        self.proj = nn.Linear(dim, dim, bias=bias)
+        self.proj_drop = nn.Dropout(proj_drop)
+
+    def forward(self, x: torch.Tensor, need_weights: bool = False) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+        B, T, D = x.shape
+        qkv = self.qkv(x).reshape(B, T, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0)  # each (B, H, T, hd)
+        if need_weights:
+            attn = (q * self.scale) @ k.transpose(-2, -1)  # (B, H, T, T)
+            attn = attn.softmax(dim=-1)
+            out = self.attn_drop(attn) @ v
+        else:
+            attn = None
+            out = F.scaled_dot_product_attention(q, k, v, dropout_p=self.attn_drop.p if self.training else 0.0)
+        out = out.transpose(1, 2).reshape(B, T, D)  # (B, T, D)
+        return self.proj_drop(self.proj(out)), attn
+
+
+@torch.no_grad()
+def spectral_init_(weight: torch.Tensor) -> torch.Tensor:
+    """Xavier-normal, then divide by the largest singular value, so ||W||_2 = 1 (conv kernels as (out, in*k*k))."""
+    nn.init.xavier_normal_(weight)
+    sigma = torch.linalg.matrix_norm(weight.reshape(weight.shape[0], -1).double(), ord=2)
+    weight.div_(sigma.to(weight.dtype))
+    return weight

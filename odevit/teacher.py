@@ -1,0 +1,168 @@
+"""Teacher plug-in: any timm VisionTransformer is a teacher; its hidden states are the points the ODE passes through.
+
+    teacher = create_teacher("vit_base_patch16_224.dino", num_classes=10, weights_file="dino.pth")
+    hs = hidden_states(teacher, x)          # [h_0, ..., h_L], each (B, 1+M, D): CLS + patches, pre-final-norm
+    student = student_from_teacher(teacher, num_steps=35, mlp_ratio=1.0)
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable, List, Optional
+
+import timm
+import torch
+import torch.nn as nn
+from timm.models.vision_transformer import VisionTransformer
+
+from .model import ODEViT
+
+# what student_from_teacher can copy, and what the paper freezes by default
+COPYABLE = ("patch_embed", "cls_token", "pos_embed", "reg_token", "norm", "head")
+PAPER_FREEZE = ("patch_embed", "cls_token", "norm", "head")
+
+
+def create_teacher(
+    name: str, num_classes: int, pretrained: bool = False, weights_file: Optional[str] = None, **kwargs: Any
+) -> VisionTransformer:
+    """A timm ViT; pretrained weights from the hub, or from a local file (timm's pretrained_cfg_overlay=dict(file=...)).
+
+    The head is re-created for `num_classes` (timm drops a mismatching pretrained classifier).
+    """
+    if weights_file is not None:
+        if not os.path.isfile(weights_file):
+            raise FileNotFoundError(f"teacher.weights_file: '{weights_file}' does not exist")
+        kwargs["pretrained_cfg_overlay"] = dict(file=os.path.abspath(weights_file))
+        pretrained = True
+    model = timm.create_model(name, pretrained=pretrained, num_classes=num_classes, **kwargs)
+    if not isinstance(model, VisionTransformer):
+        raise TypeError(f"teacher.name: '{name}' is a {type(model).__name__}, not a timm VisionTransformer")
+    return model
+
+
+def _student_layout(t: VisionTransformer, x: torch.Tensor) -> torch.Tensor:
+    """(B, prefix + M, D) in timm's order [CLS, regs, patches] -> (B, 1 + M, D) = [CLS, patches]."""
+    return torch.cat([x[:, :1], x[:, t.num_prefix_tokens :]], dim=1)
+
+
+def hidden_states(teacher: VisionTransformer, x: torch.Tensor) -> List[torch.Tensor]:
+    """h_0 (embedding) .. h_L (block outputs, before the final norm), each (B, 1 + M, D); registers dropped."""
+    if teacher.cls_token is None:
+        raise ValueError("teacher: needs a class token (timm class_token=True)")
+    h0 = teacher.norm_pre(teacher.patch_drop(teacher._pos_embed(teacher.patch_embed(x))))
+    inter = teacher.forward_intermediates(
+        x, indices=len(teacher.blocks), norm=False, output_fmt="NLC", intermediates_only=True, return_prefix_tokens=True
+    )
+    hs = [_student_layout(teacher, h0)]
+    for spatial, prefix in inter:  # prefix: (B, 1 + R, D), spatial: (B, M, D)
+        hs.append(torch.cat([prefix[:, :1], spatial], dim=1))
+    return hs
+
+
+def last_attention(teacher: VisionTransformer, x: torch.Tensor) -> torch.Tensor:
+    """Attention maps (B, H, 1+M, 1+M) of the teacher's last block, registers dropped (for attention-L1 / figures)."""
+    captured = {}
+    blk = teacher.blocks[-1]
+    attn = blk.attn
+
+    def hook(mod: nn.Module, inp: Any, out: Any) -> None:
+        y = inp[0]
+        B, T, D = y.shape
+        qkv = mod.qkv(y).reshape(B, T, 3, mod.num_heads, D // mod.num_heads).permute(2, 0, 3, 1, 4)
+        q, k, _ = qkv.unbind(0)
+        q, k = mod.q_norm(q), mod.k_norm(k)
+        captured["a"] = ((q * mod.scale) @ k.transpose(-2, -1)).softmax(-1)
+
+    h = attn.register_forward_hook(hook)
+    try:
+        teacher.forward_features(x)
+    finally:
+        h.remove()
+    a = captured["a"]
+    keep = torch.cat([torch.arange(1), torch.arange(teacher.num_prefix_tokens, a.shape[-1])]).to(a.device)
+    return a[:, :, keep][:, :, :, keep]
+
+
+@torch.no_grad()
+def load_block_(student: ODEViT, block: nn.Module) -> ODEViT:
+    """Load a timm ViT `Block`'s norm1/attn/norm2/mlp into the student's field (names match one-to-one)."""
+    sd = {k: v for k, v in block.state_dict().items() if k.split(".")[0] in ("norm1", "attn", "norm2", "mlp")}
+    missing, unexpected = student.field.load_state_dict(sd, strict=False)
+    if missing or unexpected:
+        raise ValueError(f"block does not match the student field: missing {missing}, unexpected {unexpected}")
+    return student
+
+
+def student_from_teacher(
+    teacher: VisionTransformer,
+    num_steps: int = 35,
+    mlp_ratio: float = 4.0,
+    copy: Iterable[str] = COPYABLE,
+    freeze: Iterable[str] = PAPER_FREEZE,
+    horizon: Optional[float] = None,
+    **kwargs: Any,
+) -> ODEViT:
+    """An ODEViT of the teacher's width that starts where the teacher starts.
+
+    Copies (tensor copies, never shared Parameters) the named parts: patch embedding (weight AND bias), CLS token,
+    position embedding (own trainable copy), register tokens, final norm (as the head norm) and head; freezes the
+    parts named in `freeze`. The horizon defaults to the teacher depth L (one unit of time per layer).
+    """
+    copy, freeze = tuple(copy), tuple(freeze)
+    for k in copy + freeze:
+        if k not in COPYABLE:
+            raise ValueError(f"student copy/freeze: '{k}' is not one of {list(COPYABLE)}")
+    if teacher.cls_token is None:
+        raise ValueError("teacher: needs a class token (timm class_token=True)")
+    D = teacher.embed_dim
+    R = teacher.num_reg_tokens
+    pe = teacher.patch_embed
+    student = ODEViT(
+        img_size=pe.img_size[0],
+        patch_size=pe.patch_size[0],
+        in_chans=pe.proj.in_channels,
+        num_classes=teacher.num_classes,
+        embed_dim=D,
+        num_heads=teacher.blocks[0].attn.num_heads,
+        mlp_ratio=mlp_ratio,
+        num_steps=num_steps,
+        horizon=float(len(teacher.blocks)) if horizon is None else horizon,
+        reg_tokens=kwargs.pop("reg_tokens", R),
+        head_norm="norm" in copy and isinstance(teacher.norm, nn.LayerNorm),
+        **kwargs,
+    )
+    with torch.no_grad():
+        if "patch_embed" in copy:
+            student.patch_embed.proj.weight.copy_(pe.proj.weight)
+            if pe.proj.bias is not None and student.patch_embed.proj.bias is not None:
+                student.patch_embed.proj.bias.copy_(pe.proj.bias)
+        if "cls_token" in copy:
+            student.cls_token.copy_(teacher.cls_token)
+        if "pos_embed" in copy and teacher.pos_embed is not None:
+            tpe = teacher.pos_embed
+            if teacher.no_embed_class:  # patches only; CLS had none
+                student.pos_embed[:, 0].zero_()
+                student.pos_embed[:, 1 : 1 + student.num_patches].copy_(tpe)
+            else:  # [CLS, regs, patches]
+                student.pos_embed[:, :1].copy_(tpe[:, :1])
+                student.pos_embed[:, 1 : 1 + student.num_patches].copy_(tpe[:, teacher.num_prefix_tokens :])
+        if "reg_token" in copy and teacher.reg_token is not None and student.reg_token is not None:
+            reg = teacher.reg_token
+            if not teacher.no_embed_class and teacher.pos_embed is not None:
+                # timm adds a position to its registers; fold it in (the student's registers have none)
+                reg = reg + teacher.pos_embed[:, 1 : teacher.num_prefix_tokens]
+            student.reg_token.copy_(reg[:, : student.num_reg_tokens])
+        if "norm" in copy and isinstance(teacher.norm, nn.LayerNorm):
+            student.norm.load_state_dict(teacher.norm.state_dict())
+        if "head" in copy and isinstance(teacher.head, nn.Linear):
+            student.head.load_state_dict(teacher.head.state_dict())
+    parts = {
+        "patch_embed": [student.patch_embed], "cls_token": [student.cls_token], "pos_embed": [student.pos_embed],
+        "reg_token": [student.reg_token], "norm": [student.norm], "head": [student.head],
+    }
+    for k in freeze:
+        for p in parts[k]:
+            if p is None:
+                continue
+            for q in p.parameters() if isinstance(p, nn.Module) else [p]:
+                q.requires_grad_(False)
+    return student
