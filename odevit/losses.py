@@ -47,7 +47,7 @@ def jasmin_rows(p: torch.Tensor, k: int = 2) -> torch.Tensor:
     n = p.shape[-1]
     if not 1 <= k <= n:
         raise ValueError(f"jasmin_k: {k} must be in [1, {n}] (number of keys)")
-    p = p.float().clamp(EPS, 1.0)
+    p = p.to(torch.promote_types(p.dtype, torch.float32)).clamp(EPS, 1.0)  # bf16 -> fp32, fp64 kept
     p = p / p.sum(-1, keepdim=True)
     s = p.sort(dim=-1, descending=True).values
     nxt = F.pad(s[..., 1:], (0, 1))  # p_(j+1), with p_(n+1) = 0

@@ -26,17 +26,35 @@ def create_teacher(
 ) -> VisionTransformer:
     """A timm ViT; pretrained weights from the hub, or from a local file (timm's pretrained_cfg_overlay=dict(file=...)).
 
-    The head is re-created for `num_classes` (timm drops a mismatching pretrained classifier).
+    A file's classifier is kept when it has `num_classes` outputs (a trained teacher); otherwise (a backbone such as
+    DINO, or another label set) timm drops it and the head starts fresh.
     """
     if weights_file is not None:
         if not os.path.isfile(weights_file):
             raise FileNotFoundError(f"teacher.weights_file: '{weights_file}' does not exist")
-        kwargs["pretrained_cfg_overlay"] = dict(file=os.path.abspath(weights_file))
+        overlay = dict(file=os.path.abspath(weights_file))
+        head = _file_head_classes(weights_file)
+        if head == num_classes:
+            overlay["num_classes"] = num_classes
+        kwargs["pretrained_cfg_overlay"] = overlay
         pretrained = True
     model = timm.create_model(name, pretrained=pretrained, num_classes=num_classes, **kwargs)
     if not isinstance(model, VisionTransformer):
         raise TypeError(f"teacher.name: '{name}' is a {type(model).__name__}, not a timm VisionTransformer")
     return model
+
+
+def _file_head_classes(path: str) -> Optional[int]:
+    """Outputs of the classifier stored in a weights file (None if it has none)."""
+    if path.endswith(".safetensors"):
+        from safetensors import safe_open
+
+        with safe_open(path, "pt") as f:
+            return f.get_slice("head.weight").get_shape()[0] if "head.weight" in f.keys() else None
+    sd = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    sd = sd.get("state_dict", sd.get("model", sd))
+    w = sd.get("head.weight")
+    return None if w is None else int(w.shape[0])
 
 
 def _student_layout(t: VisionTransformer, x: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,65 @@
+"""Datasets by name: Fashion-MNIST from the Debian package layout, synthetic data, transforms, clear errors."""
+import gzip
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from odevit import data
+
+
+def _write_idx(path, arr):
+    """IDX file as in Fashion-MNIST: magic (dtype ubyte 0x08, ndim), big-endian dims, raw bytes; gzipped."""
+    header = bytes([0, 0, 0x08, arr.ndim]) + b"".join(int(d).to_bytes(4, "big") for d in arr.shape)
+    with gzip.open(path, "wb") as f:
+        f.write(header + arr.astype(np.uint8).tobytes())
+
+
+def test_fashion_mnist_from_debian_layout(tmp_path, monkeypatch):
+    deb = tmp_path / "debian"
+    deb.mkdir()
+    rng = np.random.default_rng(0)
+    for split, n in (("train", 6), ("t10k", 4)):
+        _write_idx(deb / f"{split}-images-idx3-ubyte.gz", rng.integers(0, 255, (n, 28, 28)))
+        _write_idx(deb / f"{split}-labels-idx1-ubyte.gz", np.arange(n) % 10)
+    monkeypatch.setattr(data, "DEBIAN_FASHION_MNIST", str(deb))
+    tr = data.load_split("fashion_mnist", "train", root=str(tmp_path / "root"), download=False)
+    te = data.load_split("fashion_mnist", "test", root=str(tmp_path / "root"), download=False)
+    assert tr.images.shape == (6, 1, 28, 28) and tr.images.dtype == torch.uint8
+    assert te.labels.tolist() == [0, 1, 2, 3]
+    assert os.path.isfile(tmp_path / "root" / "FashionMNIST" / "raw" / "train-images-idx3-ubyte")
+
+
+def test_missing_fashion_mnist_is_one_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(data, "DEBIAN_FASHION_MNIST", str(tmp_path / "nowhere"))
+    with pytest.raises(data.DatasetError, match="apt-get install dataset-fashion-mnist"):
+        data.load_split("fashion_mnist", "train", root=str(tmp_path), download=False)
+
+
+def test_missing_imagenet100_and_unknown_names(tmp_path):
+    with pytest.raises(data.DatasetError, match="imagenet100: no folder"):
+        data.load_split("imagenet100", "train", root=str(tmp_path))
+    with pytest.raises(ValueError, match="dataset: 'mnist' is not one of"):
+        data.load_split("mnist", "train")
+
+
+def test_synthetic_is_deterministic_and_batches_are_normalised():
+    a = data.load_split("synthetic", "train", synthetic_size=64, seed=3)
+    b = data.load_split("synthetic", "train", synthetic_size=64, seed=3)
+    assert torch.equal(a.images, b.images) and len(a) == 64
+    tf = data.batch_transform("synthetic", image_size=32, channels=3, normalize="imagenet")
+    loader = data.Loader(a, batch_size=10, transform=tf, shuffle=True, seed=0, augment=True)
+    xs = list(loader)
+    assert len(xs) == 7 and xs[0][0].shape == (10, 3, 32, 32) and xs[0][0].dtype == torch.float32
+    assert torch.equal(list(loader.batches(0))[0][1], xs[0][1])  # same epoch -> same order
+    assert not torch.equal(list(loader.batches(1))[0][1], xs[0][1])
+
+
+def test_augment_shapes_and_flip():
+    x = torch.arange(2 * 1 * 3 * 3, dtype=torch.uint8).reshape(2, 1, 3, 3)
+    g = torch.Generator().manual_seed(0)
+    y = data.augment(x, g, pad=0, flip=True)
+    for i in range(2):
+        assert torch.equal(y[i], x[i]) or torch.equal(y[i], x[i].flip(-1))
+    assert data.augment(x, g, pad=1).shape == x.shape

@@ -1,0 +1,107 @@
+"""JaSMin and trajectory MSE against hand-computed values; checkpoint schedule against the published indices."""
+import math
+
+import pytest
+import torch
+
+from odevit.losses import EPS, attention_l1, jasmin, jasmin_rows, topk_correct, trajectory_mse
+from odevit.schedule import checkpoint_indices, layer_distances
+
+PUBLISHED_D = [19.99450625, 12.949505, 5.35348687, 4.86699219, 4.81463781, 4.52093875, 5.21054063, 5.69734125,
+               6.1311925, 6.05176188, 6.4614325, 53.514895]
+
+
+def test_published_checkpoints():
+    assert checkpoint_indices(PUBLISHED_D, num_steps=35, tau=30) == [3, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 35]
+    assert checkpoint_indices(PUBLISHED_D, num_steps=23, tau=30) == [2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 23]
+
+
+def test_uniform_checkpoints_and_errors():
+    assert checkpoint_indices([1.0] * 4, num_steps=8, mode="uniform") == [2, 4, 6, 8]
+    assert checkpoint_indices([1.0] * 3, num_steps=3, mode="uniform") == [1, 2, 3]
+    with pytest.raises(ValueError, match="num_steps: 11 is fewer than the 12"):
+        checkpoint_indices(PUBLISHED_D, num_steps=11)
+    with pytest.raises(ValueError, match="tau: 0"):
+        checkpoint_indices(PUBLISHED_D, num_steps=35, tau=0)
+
+
+def test_layer_distances_by_hand():
+    h0 = torch.zeros(2, 3, 4)
+    h1 = h0.clone()
+    h1[:, 0, 0] = 3.0  # CLS moves by 3
+    h1[:, 1, 1] = 4.0  # a patch moves by 4
+    hs = [h0, h1, h1 + 1.0]  # second step: every entry +1 -> CLS distance 2, all-token distance sqrt(12)
+    assert layer_distances([hs]) == pytest.approx([3.0, 2.0])
+    assert layer_distances([hs], tokens="all") == pytest.approx([5.0, math.sqrt(12)])
+
+
+def test_jasmin_uniform_rows():
+    n = 4
+    p = torch.full((n,), 1 / n)
+    # g_1 = 1/n (1 - 1/n + 1/n) = 1/n ; g_k (k < n) = 1/n  ; g_n = 1/n (1 - 1/n)
+    assert jasmin_rows(p, k=1).item() == pytest.approx(math.log(1 / n + EPS))
+    assert jasmin_rows(p, k=2).item() == pytest.approx(0.0, abs=1e-6)
+    assert jasmin_rows(p, k=4).item() == pytest.approx(math.log(1 / (1 - 1 / n)), abs=1e-6)
+
+
+def test_jasmin_two_point_rows():
+    p = torch.tensor([0.5, 0.5, 0.0])
+    # clamped to 1e-12 and renormalised; g_1 = .5(1-.5+.5) = .5, g_2 = .5(1 - .5 + 1e-12) = .25
+    assert jasmin_rows(p, k=1).item() == pytest.approx(math.log(0.5), abs=1e-6)
+    assert jasmin_rows(p, k=2).item() == pytest.approx(math.log(2.0), abs=1e-6)
+
+
+def test_jasmin_one_hot_row():
+    n = 5
+    p = torch.zeros(n)
+    p[2] = 1.0
+    # after clamp/renorm: p1 = 1/(1+(n-1)e), p2 = e/(1+(n-1)e); g_1 = p1 (1 - p1 + p2) = p1 * n e/(1+(n-1)e) ~ n e
+    e = EPS
+    p1, p2 = 1 / (1 + (n - 1) * e), e / (1 + (n - 1) * e)
+    g1 = p1 * (1 - p1 + p2)
+    assert jasmin_rows(p.double(), k=1).item() == pytest.approx(math.log(g1 + e), rel=1e-3)
+    assert jasmin_rows(p, k=1).item() < -20  # a one-hot row has a near-zero softmax Jacobian
+
+
+def test_jasmin_reduction_max_rows_mean_heads_last_steps():
+    # 2 maps; with last_frac .5 only the last counts. Rows: uniform (log 1/2) and two-point-ish.
+    a_first = torch.full((1, 1, 2, 2), 0.5)
+    a_last = torch.tensor([[[[0.5, 0.5], [0.9, 0.1]]]])
+    g1 = lambda p: p[0] * (1 - p[0] + p[1])  # noqa: E731
+    rows = [math.log(g1([0.5, 0.5])), math.log(g1([0.9, 0.1]))]
+    assert jasmin([a_first, a_last], k=1, last_frac=0.5).item() == pytest.approx(max(rows), abs=1e-5)
+
+
+def test_jasmin_gradient_flows_unless_detached():
+    logits = torch.randn(2, 3, 5, 5, requires_grad=True)
+    jasmin([logits.softmax(-1)], k=2).backward()
+    assert logits.grad.abs().sum() > 0
+    logits.grad = None
+    out = jasmin([logits.softmax(-1)], k=2, detach=True)
+    assert not out.requires_grad  # the published no-op
+    assert torch.isfinite(out)
+
+
+def test_trajectory_mse_by_hand():
+    B, D = 2, 3
+    states = [torch.zeros(B, 5, D) for _ in range(5)]  # N = 4, 1 CLS + 2 patches + 2 registers
+    states[2][:, 0] = 1.0
+    states[4][:, 1] = 2.0  # a patch token differs at the last checkpoint
+    teacher = [torch.zeros(B, 3, D) for _ in range(3)]  # h_0, h_1, h_2
+    c = [2, 4]
+    assert trajectory_mse(states, teacher, c).item() == pytest.approx(1.0)  # CLS: (1-0)^2 at c_1, 0 at c_2
+    # all tokens: layer 1 -> mean over 3 tokens: 1/3; layer 2 -> 4/3
+    assert trajectory_mse(states, teacher, c, tokens="all").item() == pytest.approx(1 / 3 + 4 / 3)
+
+
+def test_attention_l1_zero_for_identical_and_positive_otherwise():
+    torch.manual_seed(0)
+    a = torch.randn(2, 3, 5, 5).softmax(-1)
+    assert attention_l1(a, a, grid=2, student_threshold=0.6, teacher_threshold=0.6).item() == pytest.approx(0.0)
+    b = torch.randn(2, 3, 5, 5).softmax(-1)
+    assert attention_l1(a, b, grid=2).item() > 0
+
+
+def test_topk():
+    logits = torch.tensor([[0.1, 0.5, 0.4], [0.9, 0.05, 0.05]])
+    assert topk_correct(logits, torch.tensor([2, 0]), ks=(1, 2, 3)) == [1, 2, 2]
