@@ -1,0 +1,186 @@
+"""Typed stage configs parsed from params.yaml blocks; a bad key or value stops a stage at once with one line.
+
+Each notebook does `cfg = config.load("distill", distill)`, where papermill injected the block as a dict
+(or None when run by hand: then the block is read from params.yaml).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Union, get_args, get_origin, get_type_hints
+
+import yaml
+
+from .data import INFO
+from .solvers import SOLVERS
+
+
+class ConfigError(ValueError):
+    """params.yaml holds an unknown key or a value that is not allowed."""
+
+
+@dataclass
+class Base:
+    seed: int = 0
+    device: str = "auto"
+    dataset: str = "fashion_mnist"
+    data_root: str = "data"
+    image_size: int = 28
+    channels: int = 1
+    normalize: str = "dataset"
+    train_limit: int = 0  # 0 = the whole split; a tiny run uses a subset
+    test_limit: int = 0
+    synthetic_size: int = 512
+    batch_size: int = 128
+    eval_batch_size: int = 512
+
+
+@dataclass
+class Optim:
+    epochs: int = 3
+    lr: float = 1e-3
+    weight_decay: float = 0.05
+    warmup: float = 0.05
+    cycles: int = 1
+    clip: float = 1.0
+    label_smoothing: float = 0.1
+    augment: bool = False
+
+
+@dataclass
+class Teacher(Optim):
+    name: str = "vit_tiny_patch16_224"  # any timm VisionTransformer
+    pretrained: bool = False
+    weights_file: Optional[str] = None
+    linear_probe: bool = False  # train only the head (for pretrained teachers)
+    patch_size: int = 7
+    embed_dim: int = 128
+    depth: int = 6
+    num_heads: int = 4
+    mlp_ratio: float = 4.0
+
+
+@dataclass
+class ODE:
+    num_steps: int = 12
+    solver: str = "lie_trotter"
+    norm: str = "centernorm"
+    mlp_ratio: float = 2.0
+    reg_tokens: int = 0
+    pos_embed_reg: bool = False
+    spectral_init_qkv: bool = True
+    dropout: float = 0.0
+    jasmin_weight: float = 1.0
+    jasmin_k: int = 2
+    jasmin_detach: bool = False
+
+
+@dataclass
+class Scratch(Optim, ODE):
+    patch_size: int = 7
+    embed_dim: int = 128
+    num_heads: int = 4
+    horizon: float = 6.0
+
+
+@dataclass
+class Distill(Optim, ODE):
+    tau: float = 30.0
+    schedule: str = "softmax"  # or 'uniform'
+    distance_tokens: str = "cls"  # or 'all'
+    distance_batches: int = 8
+    mse_tokens: str = "cls"
+    mse_weight: float = 1.0
+    ce_weight: float = 1.0
+    ce_from_epoch: int = 0  # CE curriculum: CE joins (and the head unfreezes, if frozen) at this epoch
+    attn_l1_weight: float = 0.0  # the published attention-map L1 term
+    head_norm: bool = True  # paper: teacher's final norm (frozen) before the head; False = published raw CLS
+    freeze: List[str] = field(default_factory=lambda: ["patch_embed", "cls_token", "norm", "head"])
+    unfreeze_head_at: int = -1  # epoch at which the head becomes trainable (-1 = never)
+
+
+@dataclass
+class Ablations:
+    epochs: int = 1
+    train_limit: int = 15000
+    variants: Dict[str, Dict[str, Any]] = field(default_factory=dict)  # name -> overrides of the distill block
+    robustness_steps: List[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32, 48])
+    robustness_test_limit: int = 2000  # test images for the variants' robustness curves (main models: all)
+
+
+SCHEMAS = {"base": Base, "teacher": Teacher, "scratch": Scratch, "distill": Distill, "ablations": Ablations}
+CHOICES = {
+    "dataset": sorted(INFO), "device": ["auto", "cpu", "cuda"], "solver": sorted(SOLVERS),
+    "norm": ["centernorm", "layernorm"], "normalize": ["dataset", "imagenet", "half"],
+    "schedule": ["softmax", "uniform"], "distance_tokens": ["cls", "all"], "mse_tokens": ["cls", "all"],
+}
+POSITIVE = {"num_steps", "epochs", "lr", "tau", "mlp_ratio", "batch_size", "eval_batch_size", "image_size", "patch_size",
+            "embed_dim", "num_heads", "depth", "channels", "distance_batches", "horizon", "jasmin_k", "cycles"}
+
+
+def _check_type(block: str, key: str, value: Any, tp: Any) -> Any:
+    where = f"params.yaml: {block}.{key} = {value!r}"
+    origin = get_origin(tp)
+    if origin is Union:  # Optional[X]
+        if value is None:
+            return None
+        tp = [a for a in get_args(tp) if a is not type(None)][0]
+        origin = get_origin(tp)
+    if origin in (list, dict):
+        if not isinstance(value, origin):
+            raise ConfigError(f"{where}: expected a {origin.__name__}")
+        return value
+    if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if tp is float and isinstance(value, str):
+        try:
+            return float(value)  # YAML reads 1e-3 as a string
+        except ValueError:
+            pass
+    if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
+        raise ConfigError(f"{where}: expected {tp.__name__}")
+    return value
+
+
+def parse(block: str, values: Optional[Dict[str, Any]]) -> Any:
+    """A params.yaml block (dict) -> its typed dataclass, or ConfigError naming key, value and what is allowed."""
+    schema = SCHEMAS[block]
+    hints = get_type_hints(schema)
+    names = [f.name for f in dataclasses.fields(schema)]
+    out = {}
+    for key, value in (values or {}).items():
+        if key not in hints:
+            raise ConfigError(f"params.yaml: {block}.{key} is not a known key (allowed: {', '.join(names)})")
+        value = _check_type(block, key, value, hints[key])
+        if key in CHOICES and value not in CHOICES[key]:
+            raise ConfigError(f"params.yaml: {block}.{key} = {value!r} is not one of {CHOICES[key]}")
+        if key in POSITIVE and value is not None and value <= 0:
+            raise ConfigError(f"params.yaml: {block}.{key} = {value!r} must be > 0")
+        out[key] = value
+    cfg = schema(**out)
+    if hasattr(cfg, "embed_dim") and hasattr(cfg, "num_heads") and cfg.embed_dim % cfg.num_heads:
+        raise ConfigError(f"params.yaml: {block}.num_heads = {cfg.num_heads} must divide embed_dim {cfg.embed_dim}")
+    if isinstance(cfg, Distill):
+        from .teacher import COPYABLE
+
+        bad = [k for k in cfg.freeze if k not in COPYABLE]
+        if bad:
+            raise ConfigError(f"params.yaml: distill.freeze = {bad} not in {list(COPYABLE)}")
+    return cfg
+
+
+def load(block: str, values: Optional[Dict[str, Any]] = None, params_file: str = "params.yaml") -> Any:
+    """Parse a block injected by papermill, or read it from params.yaml when run by hand."""
+    if values is None:
+        if not os.path.isfile(params_file):
+            raise ConfigError(f"{params_file}: not found (run from the repository root)")
+        with open(params_file) as f:
+            values = (yaml.safe_load(f) or {}).get(block, {})
+    return parse(block, values)
+
+
+def merged(base: Any, **overrides: Any) -> Any:
+    """A copy of a config with some fields replaced (validated like params.yaml)."""
+    block = next(k for k, v in SCHEMAS.items() if v is type(base))
+    return parse(block, {**dataclasses.asdict(base), **overrides})

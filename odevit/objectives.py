@@ -1,0 +1,83 @@
+"""Training objectives: (model, x, y, epoch) -> (loss, logged parts). One per kind of run in the paper."""
+from __future__ import annotations
+
+from typing import Dict, Optional, Sequence, Tuple
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .losses import attention_l1, jasmin, trajectory_mse
+from .teacher import hidden_states, last_attention
+
+
+def cross_entropy(label_smoothing: float = 0.0):
+    """Plain classification (the discrete teacher)."""
+
+    def objective(model: nn.Module, x: torch.Tensor, y: torch.Tensor, epoch: int) -> Tuple[torch.Tensor, Dict]:
+        loss = F.cross_entropy(model(x).float(), y, label_smoothing=label_smoothing)
+        return loss, {}
+
+    return objective
+
+
+def ode_scratch(label_smoothing: float = 0.0, jasmin_weight: float = 0.0, jasmin_k: int = 2,
+                jasmin_detach: bool = False):
+    """ODE-ViT from scratch: CE (+ JaSMin on the attention maps of the last 85% of steps)."""
+
+    def objective(model, x, y, epoch):
+        out = model.forward_intermediates(x, return_attn=jasmin_weight > 0)
+        ce = F.cross_entropy(out["logits"].float(), y, label_smoothing=label_smoothing)
+        loss, parts = ce, {"ce": ce.item()}
+        if jasmin_weight > 0:
+            js = jasmin(out["attn"], k=jasmin_k, detach=jasmin_detach)
+            loss = loss + jasmin_weight * js
+            parts["jasmin"] = js.item()
+        return loss, parts
+
+    return objective
+
+
+def distill(
+    teacher: nn.Module,
+    checkpoints: Sequence[int],
+    mse_weight: float = 1.0,
+    mse_tokens: str = "cls",
+    jasmin_weight: float = 1.0,
+    jasmin_k: int = 2,
+    jasmin_detach: bool = False,
+    ce_weight: float = 0.0,
+    ce_from_epoch: int = 0,
+    label_smoothing: float = 0.0,
+    attn_l1_weight: float = 0.0,
+    grid: Optional[int] = None,
+):
+    """Teacher-student: the student's states at c_l pass through the teacher's h_l (MSE), + JaSMin, + CE from
+    `ce_from_epoch` (curriculum), + the published attention-map L1 term (off by default)."""
+    teacher.eval()
+    for p in teacher.parameters():
+        p.requires_grad_(False)
+
+    def objective(model, x, y, epoch):
+        with torch.no_grad():
+            hs = hidden_states(teacher, x)
+            t_attn = last_attention(teacher, x) if attn_l1_weight > 0 else None
+        out = model.forward_intermediates(x, return_attn=jasmin_weight > 0 or attn_l1_weight > 0)
+        mse = trajectory_mse(out["states"], hs, checkpoints, tokens=mse_tokens)
+        loss, parts = mse_weight * mse, {"mse": mse.item()}
+        if jasmin_weight > 0:
+            js = jasmin(out["attn"], k=jasmin_k, detach=jasmin_detach)
+            loss = loss + jasmin_weight * js
+            parts["jasmin"] = js.item()
+        if attn_l1_weight > 0:
+            n = hs[0].shape[1]  # CLS + patches: drop student registers
+            l1 = attention_l1(out["attn"][-1][:, :, :n, :n], t_attn, grid=grid or int((n - 1) ** 0.5))
+            loss = loss + attn_l1_weight * l1
+            parts["attn_l1"] = l1.item()
+        if ce_weight > 0 and epoch >= ce_from_epoch:
+            ce = F.cross_entropy(out["logits"].float(), y, label_smoothing=label_smoothing)
+            loss = loss + ce_weight * ce
+            parts["ce"] = ce.item()
+        return loss, parts
+
+    return objective

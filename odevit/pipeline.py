@@ -1,0 +1,123 @@
+"""Glue the notebooks call: loaders from the base block, models from their blocks, atomic metrics/CSV/figure output.
+
+Everything a stage writes goes under results/<stage>/ (metrics.json, CSV series, PNG figures, tables) and
+checkpoints/<stage>/ (best.pt, last.pt).
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import pandas as pd
+import timm
+import torch
+import torch.nn as nn
+
+from . import data
+from .config import Base, Distill, Scratch, Teacher
+from .model import ODEViT
+from .schedule import checkpoint_indices, layer_distances
+from .teacher import create_teacher, hidden_states, student_from_teacher
+
+
+def loaders(base: Base, augment: bool = False, train_limit: Optional[int] = None) -> Tuple[data.Loader, data.Loader]:
+    """(train, test) loaders of the base block's dataset."""
+    tr = data.load_split(base.dataset, "train", base.data_root, synthetic_size=base.synthetic_size, seed=base.seed)
+    te = data.load_split(base.dataset, "test", base.data_root, synthetic_size=base.synthetic_size, seed=base.seed)
+    tf = data.batch_transform(base.dataset, base.image_size, base.channels, base.normalize)
+    limit = train_limit if train_limit is not None else base.train_limit
+    train = data.Loader(tr, base.batch_size, tf, shuffle=True, drop_last=True, seed=base.seed, augment=augment,
+                        limit=limit or None)
+    test = data.Loader(te, base.eval_batch_size, tf, limit=base.test_limit or None)
+    return train, test
+
+
+def build_teacher(base: Base, cfg: Teacher) -> nn.Module:
+    """The discrete ViT teacher: a timm model, from scratch (offline default) or pretrained (hub or local file)."""
+    kw: Dict[str, Any] = {}
+    if not (cfg.pretrained or cfg.weights_file):  # from-scratch architecture from params
+        kw = dict(img_size=base.image_size, patch_size=cfg.patch_size, in_chans=base.channels, embed_dim=cfg.embed_dim,
+                  depth=cfg.depth, num_heads=cfg.num_heads, mlp_ratio=cfg.mlp_ratio)
+    else:
+        kw = dict(img_size=base.image_size, in_chans=base.channels)
+    return create_teacher(cfg.name, data.num_classes(base.dataset), pretrained=cfg.pretrained,
+                          weights_file=cfg.weights_file, **kw)
+
+
+def build_scratch(base: Base, cfg: Scratch) -> ODEViT:
+    return ODEViT(
+        img_size=base.image_size, patch_size=cfg.patch_size, in_chans=base.channels,
+        num_classes=data.num_classes(base.dataset), embed_dim=cfg.embed_dim, num_heads=cfg.num_heads,
+        mlp_ratio=cfg.mlp_ratio, num_steps=cfg.num_steps, horizon=cfg.horizon, solver=cfg.solver, norm=cfg.norm,
+        reg_tokens=cfg.reg_tokens, pos_embed_reg=cfg.pos_embed_reg, spectral_init_qkv=cfg.spectral_init_qkv,
+        attn_drop=cfg.dropout, proj_drop=cfg.dropout, mlp_drop=cfg.dropout,
+    )
+
+
+def build_student(teacher: nn.Module, cfg: Distill) -> ODEViT:
+    copy = ("patch_embed", "cls_token", "pos_embed", "reg_token", "head") + (("norm",) if cfg.head_norm else ())
+    return student_from_teacher(
+        teacher, num_steps=cfg.num_steps, mlp_ratio=cfg.mlp_ratio, copy=copy,
+        freeze=[k for k in cfg.freeze if k in copy], solver=cfg.solver, norm=cfg.norm, reg_tokens=cfg.reg_tokens,
+        pos_embed_reg=cfg.pos_embed_reg, spectral_init_qkv=cfg.spectral_init_qkv, attn_drop=cfg.dropout,
+        proj_drop=cfg.dropout, mlp_drop=cfg.dropout,
+    )
+
+
+@torch.no_grad()
+def teacher_distances(teacher: nn.Module, loader: data.Loader, batches: int, tokens: str, device: torch.device) -> List[float]:
+    """d_1..d_L measured on the first `batches` training batches (epoch-0 order)."""
+    teacher.eval().to(device)
+
+    def gen():
+        for i, (x, _) in enumerate(loader.batches(0)):
+            if i >= batches:
+                return
+            yield hidden_states(teacher, x.to(device))
+
+    return layer_distances(gen(), tokens=tokens)
+
+
+def schedule(distances: Sequence[float], cfg: Distill) -> List[int]:
+    return checkpoint_indices(distances, cfg.num_steps, cfg.tau, cfg.schedule)
+
+
+def params_m(model: nn.Module, trainable: bool = False) -> float:
+    return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable) / 1e6
+
+
+def encoder_params(model: nn.Module) -> int:
+    """Encoder parameters: the shared ODE block, or a ViT's blocks."""
+    if isinstance(model, ODEViT):
+        return model.encoder_params()
+    return sum(p.numel() for p in model.blocks.parameters())
+
+
+def write_json(obj: Any, path: str) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=2, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def write_csv(df: pd.DataFrame, path: str) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    tmp = path + ".tmp"
+    df.to_csv(tmp, index=False)
+    os.replace(tmp, path)
+
+
+def save_figure(fig: Any, path: str) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    fig.savefig(path + ".tmp.png", dpi=120, bbox_inches="tight")
+    os.replace(path + ".tmp.png", path)
+
+
+def read_json(path: str) -> Dict[str, Any]:
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: missing (run the stage that writes it: dvc repro)")
+    with open(path) as f:
+        return json.load(f)

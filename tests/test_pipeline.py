@@ -1,0 +1,113 @@
+"""End to end: `dvc repro` of the real dvc.yaml and notebooks on tiny synthetic data; notebook hygiene; report."""
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+TINY = {
+    "base": dict(dataset="synthetic", image_size=28, channels=1, synthetic_size=192, batch_size=32,
+                 eval_batch_size=64, device="cpu"),
+    "teacher": dict(patch_size=7, embed_dim=16, depth=2, num_heads=2, mlp_ratio=2.0, epochs=2),
+    "scratch": dict(patch_size=7, embed_dim=16, num_heads=2, num_steps=4, horizon=2.0, epochs=1),
+    "distill": dict(num_steps=4, epochs=2, distance_batches=2),
+    "ablations": dict(epochs=1, train_limit=64, robustness_test_limit=32, robustness_steps=[1, 2, 8],
+                      variants={"lie_trotter": {}, "strang": {"solver": "strang"}}),
+}
+
+
+def tiny_params() -> dict:
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    for block, over in TINY.items():
+        params[block].update(over)
+    return params
+
+
+def _finite(obj) -> bool:
+    if isinstance(obj, dict):
+        return all(_finite(v) for v in obj.values())
+    if isinstance(obj, list):
+        return all(_finite(v) for v in obj)
+    if isinstance(obj, float):
+        return math.isfinite(obj)
+    return True
+
+
+@pytest.fixture(scope="module")
+def repro(tmp_path_factory):
+    work = tmp_path_factory.mktemp("pipeline")
+    (work / "outputs").mkdir()  # in git as outputs/.gitkeep
+    for name in ("dvc.yaml", "notebooks", "odevit"):
+        src = ROOT / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
+    (work / "params.yaml").write_text(yaml.safe_dump(tiny_params()))
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    subprocess.run(["dvc", "init", "--no-scm", "-q"], cwd=work, check=True, env=env)
+    subprocess.run(["dvc", "config", "core.analytics", "false"], cwd=work, check=True, env=env)
+    r = subprocess.run(["dvc", "repro"], cwd=work, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    return work
+
+
+@pytest.mark.slow
+def test_dvc_repro_tiny_writes_every_declared_output(repro):
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    for name, st in stages.items():
+        declared = []
+        for kind in ("outs", "metrics", "plots"):
+            for o in st.get(kind, []):
+                declared.append(next(iter(o)) if isinstance(o, dict) else o)
+        for path in declared:
+            assert (repro / path).exists(), f"{name}: {path} missing"
+        for m in st.get("metrics", []):
+            path = next(iter(m))
+            data = json.loads((repro / path).read_text())
+            assert data and _finite(data), f"{path}: {data}"
+    assert (repro / "results/07_report/html/04_distill.html").is_file()
+    assert (repro / "results/07_report/html/07_report.html").is_file()
+    # a second repro is a no-op
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    r = subprocess.run(["dvc", "status"], cwd=repro, env=env, capture_output=True, text=True)
+    assert "up to date" in r.stdout, r.stdout
+
+
+@pytest.mark.slow
+def test_report_table_follows_metrics_files(repro, monkeypatch):
+    from odevit import report
+
+    monkeypatch.chdir(repro)
+    before = report.main_table("synthetic")
+    path = repro / "results/04_distill/metrics.json"
+    m = json.loads(path.read_text())
+    m["acc1"] = 0.123456
+    path.write_text(json.dumps(m))
+    after = report.main_table("synthetic")
+    row = after.Model.str.startswith("ODE Teacher")
+    assert after.loc[row, "Acc@1"].item() == 0.1235 != before.loc[row, "Acc@1"].item()
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.name)
+def test_source_notebooks_are_clean(nb):
+    d = json.loads(nb.read_text())
+    assert d["metadata"]["kernelspec"]["name"] == "python3"
+    for c in d["cells"]:
+        if c["cell_type"] == "code":
+            assert not c.get("outputs") and c.get("execution_count") is None, f"{nb.name} has outputs"
+    tags = [c.get("metadata", {}).get("tags", []) for c in d["cells"]]
+    assert d["cells"][0]["cell_type"] == "markdown" and ["parameters"] in tags
+
+
+def test_stage_per_notebook():
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    assert {f"notebooks/{n}.ipynb" for n in stages} == {f"notebooks/{p.name}" for p in NOTEBOOKS}
+    for name, st in stages.items():
+        assert st["cmd"].startswith("papermill -k python3"), name
+        assert f"outputs/{name}.ipynb" in st["outs"], name
