@@ -136,9 +136,10 @@ def fit(
     quiet = in_notebook_run()
     for epoch in range(cfg.epochs):
         if on_epoch is not None:
-            on_epoch(epoch, model)
-            opt.param_groups[0]["params"] = [p for p in model.parameters() if p.requires_grad and p.ndim >= 2]
-            opt.param_groups[1]["params"] = [p for p in model.parameters() if p.requires_grad and p.ndim < 2]
+            on_epoch(epoch, model)  # may unfreeze parameters: they join the optimiser and the clipping
+            params = [p for p in model.parameters() if p.requires_grad]
+            opt.param_groups[0]["params"] = [p for p in params if p.ndim >= 2]
+            opt.param_groups[1]["params"] = [p for p in params if p.ndim < 2]
         model.train()
         t0 = time.perf_counter()
         sums: Dict[str, float] = {}

@@ -1,0 +1,38 @@
+"""Turn a preset file (a few params.yaml overrides) into `dvc exp run -S` flags, validated first.
+
+    dvc exp run $(python -m odevit.preset presets/cifar10_dino_small.yaml)
+"""
+from __future__ import annotations
+
+import json
+import sys
+from typing import Dict, List
+
+import yaml
+
+from .config import ConfigError, parse
+
+
+def flags(path: str, params_file: str = "params.yaml") -> List[str]:
+    with open(path) as f:
+        preset: Dict[str, Dict] = yaml.safe_load(f) or {}
+    with open(params_file) as f:
+        params = yaml.safe_load(f)
+    out = []
+    for block, values in preset.items():
+        if block not in params:
+            raise ConfigError(f"{path}: '{block}' is not a params.yaml block ({', '.join(params)})")
+        parse(block, {**params[block], **values})  # validate the merged block before any work
+        for key, value in values.items():
+            text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+            out += ["-S", f"{block}.{key}={text}"]
+    return out
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m odevit.preset PRESET.yaml")
+    try:
+        print(" ".join(flags(sys.argv[1])))  # no spaces inside a flag: safe in $(...)
+    except (ConfigError, OSError) as e:
+        sys.exit(str(e))
