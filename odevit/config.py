@@ -184,3 +184,67 @@ def merged(base: Any, **overrides: Any) -> Any:
     """A copy of a config with some fields replaced (validated like params.yaml)."""
     block = next(k for k, v in SCHEMAS.items() if v is type(base))
     return parse(block, {**dataclasses.asdict(base), **overrides})
+
+
+STAGE_BLOCKS = {
+    "01_data": ["base"],
+    "02_teacher": ["base", "teacher"],
+    "03_ode_scratch": ["base", "scratch"],
+    "04_distill": ["base", "teacher", "distill"],
+    "05_ablations": ["base", "teacher", "scratch", "distill", "ablations"],
+    "07_report": ["base"],
+}
+
+
+def check_stage(stage: str, params_file: str = "params.yaml") -> Dict[str, Any]:
+    """Parse the blocks a stage reads and check what spans blocks; ConfigError (one line) on the first problem."""
+    if stage not in STAGE_BLOCKS:
+        raise ConfigError(f"stage '{stage}' is not one of {list(STAGE_BLOCKS)}")
+    if not os.path.isfile(params_file):
+        raise ConfigError(f"{params_file}: not found (run from the repository root)")
+    with open(params_file) as f:
+        try:
+            params = yaml.safe_load(f) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{params_file}: not valid YAML ({str(e).splitlines()[0]})") from None
+    unknown = [k for k in params if k not in SCHEMAS]
+    if unknown:
+        raise ConfigError(f"params.yaml: top-level block '{unknown[0]}' is not one of {list(SCHEMAS)}")
+    cfg = {b: parse(b, params.get(b)) for b in STAGE_BLOCKS[stage]}
+    base: Base = cfg["base"]
+    native_c = INFO[base.dataset][0]
+    if base.channels != native_c and not (native_c == 1 and base.channels == 3):
+        raise ConfigError(f"params.yaml: base.channels = {base.channels} for {native_c}-channel {base.dataset} "
+                          f"(allowed: {native_c}, or 3 to repeat a grey image)")
+    for b in ("teacher", "scratch"):
+        c = cfg.get(b)
+        if c is None or (b == "teacher" and (c.pretrained or c.weights_file)):
+            continue  # a pretrained teacher's patch size comes from timm
+        if base.image_size < c.patch_size:
+            raise ConfigError(f"params.yaml: base.image_size = {base.image_size} is smaller than {b}.patch_size "
+                              f"{c.patch_size}")
+    t = cfg.get("teacher")
+    if t is not None and t.weights_file and not os.path.isfile(t.weights_file):
+        raise ConfigError(f"params.yaml: teacher.weights_file = {t.weights_file!r} does not exist")
+    if "distill" in cfg and not (t.pretrained or t.weights_file) and cfg["distill"].num_steps < t.depth:
+        raise ConfigError(f"params.yaml: distill.num_steps = {cfg['distill'].num_steps} is fewer than the "
+                          f"{t.depth} teacher checkpoints (teacher.depth); need num_steps >= depth")
+    if "ablations" in cfg:
+        for name, ov in cfg["ablations"].variants.items():
+            if not isinstance(ov, dict):
+                raise ConfigError(f"params.yaml: ablations.variants.{name} = {ov!r}: expected a dict of distill keys")
+            try:
+                merged(cfg["distill"], **ov)
+            except ConfigError as e:
+                raise ConfigError(f"{e} (in ablations.variants.{name})") from None
+    return cfg
+
+
+if __name__ == "__main__":  # python -m odevit.config STAGE: validate before any work (dvc.yaml runs this first)
+    import sys
+
+    try:
+        check_stage(sys.argv[1] if len(sys.argv) > 1 else "")
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)

@@ -65,18 +65,35 @@ def prepare_fashion_mnist(root: str, download: bool = True) -> str:
     if download:
         from torchvision.datasets import FashionMNIST
 
+        import socket
+
+        old_timeout = socket.getdefaulttimeout()
+        socket.setdefaulttimeout(20)  # offline behind a silent firewall: fail, don't hang
         try:
             FashionMNIST(root, train=True, download=True)
             FashionMNIST(root, train=False, download=True)
             return root
         except Exception as e:  # offline, blocked, ...
             reason = f"{type(e).__name__}: {e}"
+        finally:
+            socket.setdefaulttimeout(old_timeout)
     else:
         reason = "download disabled"
     raise DatasetError(
         f"fashion_mnist: not found in {raw} nor {DEBIAN_FASHION_MNIST}, and the torchvision download failed ({reason}). "
         "Install it with `apt-get install dataset-fashion-mnist`, or put the four *-ubyte files in " + raw
     )
+
+
+def check_idx(path: str) -> None:
+    """An IDX file's header must describe exactly its size (catches truncated or corrupt dataset files)."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        head = f.read(4)
+        ok = len(head) == 4 and head[:2] == b"\x00\x00" and head[2] == 0x08 and 1 <= head[3] <= 4
+        dims = [int.from_bytes(f.read(4), "big") for _ in range(head[3])] if ok else []
+    if not ok or size != 4 + 4 * len(dims) + int(torch.tensor(dims).prod()):
+        raise DatasetError(f"{path}: corrupt or truncated IDX file ({size} bytes); delete it to re-extract it")
 
 
 def _synthetic(n: int, size: int, channels: int, classes: int, seed: int, split: str) -> Split:
@@ -103,7 +120,10 @@ def load_split(
     if name == "fashion_mnist":
         from torchvision.datasets import FashionMNIST
 
-        ds = FashionMNIST(prepare_fashion_mnist(root, download), train=train, download=False)
+        root = prepare_fashion_mnist(root, download)
+        for f in FASHION_FILES[:2] if train else FASHION_FILES[2:]:
+            check_idx(os.path.join(root, "FashionMNIST", "raw", f))
+        ds = FashionMNIST(root, train=train, download=False)
         return Split(ds.data[:, None].contiguous(), ds.targets.long())
     if name in ("cifar10", "cifar100"):
         from torchvision import datasets

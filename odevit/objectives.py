@@ -1,7 +1,7 @@
 """Training objectives: (model, x, y, epoch) -> (loss, logged parts). One per kind of run in the paper."""
 from __future__ import annotations
 
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Callable, Dict, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
@@ -9,6 +9,9 @@ import torch.nn.functional as F
 
 from .losses import attention_l1, jasmin, trajectory_mse
 from .teacher import hidden_states, last_attention
+
+# (model, x, y, epoch) -> (loss, logged parts)
+Objective = Callable[[nn.Module, torch.Tensor, torch.Tensor, int], Tuple[torch.Tensor, Dict[str, float]]]
 
 
 def cross_entropy(label_smoothing: float = 0.0):

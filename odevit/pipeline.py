@@ -14,11 +14,12 @@ import timm
 import torch
 import torch.nn as nn
 
-from . import data
-from .config import Base, Distill, Scratch, Teacher
+from . import data, objectives
+from .config import Base, Distill, Optim, Scratch, Teacher
 from .model import ODEViT
 from .schedule import checkpoint_indices, layer_distances
 from .teacher import create_teacher, hidden_states, student_from_teacher
+from .train import TrainConfig
 
 
 def loaders(base: Base, augment: bool = False, train_limit: Optional[int] = None) -> Tuple[data.Loader, data.Loader]:
@@ -31,6 +32,18 @@ def loaders(base: Base, augment: bool = False, train_limit: Optional[int] = None
                         limit=limit or None)
     test = data.Loader(te, base.eval_batch_size, tf, limit=base.test_limit or None)
     return train, test
+
+
+def train_config(base: Base, cfg: Optim) -> TrainConfig:
+    """The optimiser/schedule part of a stage block, with the base block's device and seed."""
+    return TrainConfig(epochs=cfg.epochs, lr=cfg.lr, weight_decay=cfg.weight_decay, warmup=cfg.warmup,
+                       cycles=cfg.cycles, clip=cfg.clip, device=base.device, seed=base.seed)
+
+
+def distill_objective(teacher: nn.Module, checkpoints: Sequence[int], cfg: Distill) -> objectives.Objective:
+    return objectives.distill(teacher, checkpoints, cfg.mse_weight, cfg.mse_tokens, cfg.jasmin_weight, cfg.jasmin_k,
+                              cfg.jasmin_detach, cfg.ce_weight, cfg.ce_from_epoch, cfg.label_smoothing,
+                              cfg.attn_l1_weight)
 
 
 def build_teacher(base: Base, cfg: Teacher) -> nn.Module:

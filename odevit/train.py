@@ -6,8 +6,11 @@ best-and-last checkpoints written atomically every epoch, one progress line per 
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import os
+import pickle
 import random
 import sys
 import time
@@ -20,8 +23,7 @@ import torch.nn as nn
 from tqdm.auto import tqdm
 
 from .losses import topk_correct
-
-Objective = Callable[[nn.Module, torch.Tensor, torch.Tensor, int], Tuple[torch.Tensor, Dict[str, float]]]
+from .objectives import Objective
 
 
 @dataclass
@@ -89,6 +91,10 @@ def evaluate(
     return {f"acc{k}": h / n for k, h in zip(ks, hits)}
 
 
+class CheckpointError(RuntimeError):
+    """A checkpoint is missing, truncated/corrupt, or carries pickled code; the message names the file."""
+
+
 def save_atomic(obj: Any, path: str) -> None:
     """torch.save to a temporary file, then rename: a crash never leaves a truncated checkpoint."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
@@ -97,13 +103,60 @@ def save_atomic(obj: Any, path: str) -> None:
     os.replace(tmp, path)
 
 
-def load_weights(model: nn.Module, path: str) -> nn.Module:
-    """Load a checkpoint written by `fit` (weights only, never pickled code)."""
+def load_checkpoint(path: str) -> Dict[str, Any]:
+    """torch.load(weights_only=True) with one clear error for a missing, corrupt or unsafe file."""
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"checkpoint '{path}' does not exist (run the stage that writes it)")
-    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+        raise CheckpointError(f"checkpoint '{path}' does not exist (run the stage that writes it)")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        if "weights_only" in str(e) or "Unsupported global" in str(e):
+            raise CheckpointError(
+                f"checkpoint '{path}' refused: it holds pickled objects/code, not just tensors (weights_only=True)"
+            ) from None
+        raise CheckpointError(f"checkpoint '{path}' is corrupt or truncated ({e}); delete it to start over") from None
+    except (RuntimeError, EOFError, OSError, ValueError) as e:
+        raise CheckpointError(f"checkpoint '{path}' is corrupt or truncated ({type(e).__name__}: {e}); "
+                              "delete it to start over") from None
+
+
+def load_weights(model: nn.Module, path: str) -> nn.Module:
+    """Load the weights of a checkpoint written by `fit` (or a bare state dict)."""
+    ckpt = load_checkpoint(path)
     model.load_state_dict(ckpt["model"] if "model" in ckpt else ckpt)
     return model
+
+
+def _rng_state() -> Dict[str, Any]:
+    np_state = np.random.get_state()
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "numpy": [torch.from_numpy(np_state[1].astype(np.int64)), int(np_state[2]), int(np_state[3]),
+                  float(np_state[4])],
+        "python": torch.tensor(random.getstate()[1], dtype=torch.int64),  # Mersenne Twister words
+    }
+
+
+def _set_rng_state(st: Dict[str, Any]) -> None:
+    torch.set_rng_state(st["torch"])
+    if st["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(st["cuda"])
+    keys, pos, has_gauss, gauss = st["numpy"]
+    np.random.set_state(("MT19937", keys.numpy().astype(np.uint32), pos, has_gauss, gauss))
+    random.setstate((3, tuple(st["python"].tolist()), None))
+
+
+def fingerprint(*configs: Any) -> str:
+    """Hash of the stage's configs and of the odevit source: a checkpoint resumes only the run it came from."""
+    h = hashlib.sha256(json.dumps([asdict(c) if hasattr(c, "__dataclass_fields__") else c for c in configs],
+                                  sort_keys=True, default=str).encode())
+    src = os.path.dirname(os.path.abspath(__file__))
+    for name in sorted(os.listdir(src)):
+        if name.endswith(".py"):
+            with open(os.path.join(src, name), "rb") as f:
+                h.update(f.read())
+    return h.hexdigest()[:16]
 
 
 def fit(
@@ -114,11 +167,17 @@ def fit(
     cfg: TrainConfig,
     out_dir: Optional[str] = None,
     on_epoch: Optional[Callable[[int, nn.Module], None]] = None,
+    run_id: str = "",
 ) -> List[Dict[str, float]]:
     """Train `model` with `objective`; evaluate on `test_loader` after every epoch.
 
-    Keeps `out_dir/last.pt` and `out_dir/best.pt` (best test Acc@1, as the paper selects). `on_epoch(epoch, model)`
-    runs before each epoch (e.g. the CE curriculum unfreezing the head). Returns one dict per epoch.
+    Writes `out_dir/last.pt` every epoch (model, optimiser, scheduler, RNG states, epoch, best metric, history) and
+    `out_dir/best.pt` (best test Acc@1, as the paper selects), atomically. If `out_dir/last.pt` exists with the same
+    `run_id` (see `fingerprint`), training resumes after its epoch and ends exactly as an uninterrupted run would
+    (CPU); a checkpoint of another run is set aside with a notice, a corrupt one stops with its path.
+    `on_epoch(epoch, model)` runs before each epoch (e.g. the CE curriculum unfreezing the head).
+    Raises FloatingPointError on a non-finite loss or gradient, before the step: no non-finite weights are saved.
+    Returns one dict per epoch.
     """
     device = resolve_device(cfg.device)
     model.to(device)
@@ -132,14 +191,35 @@ def fit(
     warm = int(cfg.warmup * total)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, total, warm, cfg.cycles))
     history: List[Dict[str, float]] = []
-    best = -1.0
+    best, start = -1.0, 0
     quiet = in_notebook_run()
-    for epoch in range(cfg.epochs):
+
+    def begin_epoch(epoch: int) -> List[torch.Tensor]:
         if on_epoch is not None:
             on_epoch(epoch, model)  # may unfreeze parameters: they join the optimiser and the clipping
-            params = [p for p in model.parameters() if p.requires_grad]
-            opt.param_groups[0]["params"] = [p for p in params if p.ndim >= 2]
-            opt.param_groups[1]["params"] = [p for p in params if p.ndim < 2]
+        ps = [p for p in model.parameters() if p.requires_grad]
+        opt.param_groups[0]["params"] = [p for p in ps if p.ndim >= 2]
+        opt.param_groups[1]["params"] = [p for p in ps if p.ndim < 2]
+        return ps
+
+    last_path = os.path.join(out_dir, "last.pt") if out_dir else None
+    if last_path and os.path.exists(last_path):
+        ckpt = load_checkpoint(last_path)  # corrupt -> CheckpointError naming the file, never a silent restart
+        if ckpt.get("run_id") == run_id and "optimizer" in ckpt:
+            start = int(ckpt["epoch"])
+            for e in range(min(start, cfg.epochs)):
+                begin_epoch(e)  # replay the curriculum so the parameter groups match
+            model.load_state_dict(ckpt["model"])
+            opt.load_state_dict(ckpt["optimizer"])
+            sched.load_state_dict(ckpt["scheduler"])
+            _set_rng_state(ckpt["rng"])
+            best, history = float(ckpt["best"]), list(ckpt["history"])
+            print(f"resuming from {last_path} after epoch {start}/{cfg.epochs}", flush=True)
+        else:
+            print(f"{last_path} belongs to another configuration: starting this run from scratch", flush=True)
+
+    for epoch in range(start, cfg.epochs):
+        params = begin_epoch(epoch)
         model.train()
         t0 = time.perf_counter()
         sums: Dict[str, float] = {}
@@ -154,9 +234,10 @@ def fit(
             loss.backward()
             gnorm = torch.nn.utils.clip_grad_norm_(params, cfg.clip)
             if not (torch.isfinite(loss) and torch.isfinite(gnorm)):
+                good = last_path if last_path and os.path.exists(last_path) else "none"
                 raise FloatingPointError(
-                    f"non-finite loss/gradient at epoch {epoch + 1}, step {n_batches + 1}; last good checkpoint: "
-                    f"{os.path.join(out_dir, 'last.pt') if out_dir and epoch else 'none'}"
+                    f"non-finite {'loss' if not torch.isfinite(loss) else 'gradient'} at epoch {epoch + 1}, "
+                    f"step {n_batches + 1}: training stopped (lower lr or raise clip); last good checkpoint: {good}"
                 )
             opt.step()
             sched.step()
@@ -172,17 +253,15 @@ def fit(
         row.update(lr=opt.param_groups[0]["lr"], epoch_time_s=train_time,
                    img_per_s=n_batches * train_loader.batch_size / train_time)
         history.append(row)
-        if out_dir:
-            state = {"model": model.state_dict(), "epoch": epoch + 1, "test_acc1": row["test_acc1"]}
-            save_atomic(state, os.path.join(out_dir, "last.pt"))
-            if row["test_acc1"] > best:
-                save_atomic(state, os.path.join(out_dir, "best.pt"))
+        improved = row["test_acc1"] > best
         best = max(best, row["test_acc1"])
+        if out_dir:
+            weights = {"model": model.state_dict(), "epoch": epoch + 1, "test_acc1": row["test_acc1"]}
+            if improved:
+                save_atomic(weights, os.path.join(out_dir, "best.pt"))
+            save_atomic({**weights, "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
+                         "rng": _rng_state(), "best": best, "history": history, "run_id": run_id}, last_path)
         extra = "  ".join(f"{k[6:]} {v:.4f}" for k, v in row.items() if k.startswith("train_") and k != "train_loss")
         print(f"epoch {epoch + 1}/{cfg.epochs}  loss {row['train_loss']:.4f}  {extra}  test acc@1 {row['test_acc1']:.4f}"
               f"  ({train_time:.0f}s, {row['img_per_s']:.0f} img/s)", flush=True)
     return history
-
-
-def config_dict(cfg: TrainConfig) -> Dict[str, Any]:
-    return asdict(cfg)

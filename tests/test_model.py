@@ -131,3 +131,25 @@ def test_bad_arguments():
         tiny(norm="batchnorm")
     with pytest.raises(ValueError, match="num_steps: 0"):
         tiny(num_steps=0)
+
+
+def test_trained_with_n_evaluates_with_half_and_double_n():
+    """Train briefly with N = 8, then N/2 and 2N give nearly the same predictions (they discretise the same ODE)."""
+    torch.manual_seed(0)
+    m = tiny(num_steps=8, num_classes=2)
+    x = torch.randn(64, 1, 8, 8)
+    y = (x.mean((1, 2, 3)) > 0).long()
+    opt = torch.optim.AdamW(m.parameters(), 3e-3)
+    for _ in range(60):
+        loss = torch.nn.functional.cross_entropy(m(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    m.eval()
+    with torch.no_grad():
+        acc = {N: (m(x, num_steps=N).argmax(-1) == y).float().mean().item() for N in (4, 8, 16)}
+        p8 = m(x).softmax(-1)
+        gap = {N: (m(x, num_steps=N).softmax(-1) - p8).abs().max().item() for N in (4, 16)}
+    assert acc[8] > 0.8, acc
+    assert acc[4] > acc[8] - 0.1 and acc[16] > acc[8] - 0.1, acc
+    assert gap[16] < gap[4]  # finer steps stay closer to the trained discretisation's limit

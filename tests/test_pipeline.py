@@ -109,5 +109,5 @@ def test_stage_per_notebook():
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     assert {f"notebooks/{n}.ipynb" for n in stages} == {f"notebooks/{p.name}" for p in NOTEBOOKS}
     for name, st in stages.items():
-        assert st["cmd"].startswith("papermill -k python3"), name
+        assert st["cmd"].startswith(f"python -m odevit.config {name} && papermill -k python3 --cwd . --log-output"), name
         assert f"outputs/{name}.ipynb" in st["outs"], name
