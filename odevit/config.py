@@ -109,13 +109,28 @@ class Ablations:
     robustness_test_limit: int = 2000  # test images for the variants' robustness curves (main models: all)
 
 
-SCHEMAS = {"base": Base, "teacher": Teacher, "scratch": Scratch, "distill": Distill, "ablations": Ablations}
+@dataclass
+class Dynamics:
+    test_limit: int = 1000  # test images for the per-sample analyses (Lyapunov); distances/halting use all
+    spectrum_samples: int = 2  # images for the QR (Benettin) spectrum of the full state
+    spectrum_k: int = 8
+    bound_samples: int = 16
+    bound_steps: List[int] = field(default_factory=lambda: [2, 4, 8, 16, 32, 64])
+    lipschitz: float = 0.5  # L in the Euler bound (the softmax-Jacobian bound used by the paper's code)
+    attention_images: int = 4
+    pca_samples: int = 200
+    halting_rel_eps: List[float] = field(default_factory=lambda: [0.0, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0])  # x median increment
+    halting_stable: int = 3  # also halt once the prediction is unchanged for this many steps (0 = off)
+
+
+SCHEMAS = {"base": Base, "teacher": Teacher, "scratch": Scratch, "distill": Distill, "ablations": Ablations,
+           "dynamics": Dynamics}
 CHOICES = {
     "dataset": sorted(INFO), "device": ["auto", "cpu", "cuda"], "solver": sorted(SOLVERS),
     "norm": ["centernorm", "layernorm"], "normalize": ["dataset", "imagenet", "half"],
     "schedule": ["softmax", "uniform"], "distance_tokens": ["cls", "all"], "mse_tokens": ["cls", "all"],
 }
-POSITIVE = {"num_steps", "epochs", "lr", "tau", "mlp_ratio", "batch_size", "eval_batch_size", "image_size", "patch_size",
+POSITIVE = {"lipschitz", "spectrum_k", "spectrum_samples", "bound_samples", "num_steps", "epochs", "lr", "tau", "mlp_ratio", "batch_size", "eval_batch_size", "image_size", "patch_size",
             "embed_dim", "num_heads", "depth", "channels", "distance_batches", "horizon", "jasmin_k", "cycles"}
 
 
@@ -192,6 +207,7 @@ STAGE_BLOCKS = {
     "03_ode_scratch": ["base", "scratch"],
     "04_distill": ["base", "teacher", "distill"],
     "05_ablations": ["base", "teacher", "scratch", "distill", "ablations"],
+    "06_dynamics": ["base", "teacher", "scratch", "distill", "ablations", "dynamics"],
     "07_report": ["base"],
 }
 

@@ -59,12 +59,13 @@ class Attention(nn.Module):
         self.attn_drop = nn.Dropout(attn_drop)
         self.proj = nn.Linear(dim, dim, bias=bias)
         self.proj_drop = nn.Dropout(proj_drop)
+        self.fused = True  # F.scaled_dot_product_attention when no maps are needed (False: always explicit softmax)
 
     def forward(self, x: torch.Tensor, need_weights: bool = False) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
         B, T, D = x.shape
         qkv = self.qkv(x).reshape(B, T, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         q, k, v = qkv.unbind(0)  # each (B, H, T, hd)
-        if need_weights:
+        if need_weights or not self.fused:
             attn = (q * self.scale) @ k.transpose(-2, -1)  # (B, H, T, T)
             attn = attn.softmax(dim=-1)
             out = self.attn_drop(attn) @ v

@@ -65,6 +65,24 @@ def main_table(dataset: str, results: str = "results") -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def dynamics_summary(dyn: dict) -> pd.DataFrame:
+    """One row per measured quantity of 06_dynamics (its metrics.json)."""
+    rows = []
+    for model, v in dyn["lyapunov"].items():
+        rows.append((f"Lyapunov (CLS) vs class accuracy, {model}", f"r = {v['pearson_r']:.3f}, p = {v['p_value']:.3g}; "
+                     f"mean exponent {v['mean']:.4f} ± {v['std']:.4f}"))
+    e = dyn["euler"]
+    rows.append(("Observed convergence order (Euler / model's solver)",
+                 f"{abs(e['order_parallel']):.2f} / {abs(e['order_model_solver']):.2f}; "
+                 f"Prop. 1 bound holds (L = {e['lipschitz']}): {e['bound_holds']}"))
+    h = dyn["halting"]
+    b = h["best_within_0.3pt"]
+    rows.append(("Adaptive halting (best within 0.3 pt Acc@1)",
+                 f"{b['saving'] * 100:.1f}% fewer ψ evaluations ({b['mean_evals']:.2f} of {h['N']}), "
+                 f"Acc@1 {b['acc1']:.4f} vs {h['full_acc1']:.4f}; target ≥ 30%: {h['target_met']}"))
+    return pd.DataFrame(rows, columns=["Analysis", "Result"])
+
+
 def to_markdown(df: pd.DataFrame) -> str:
     return df.to_markdown(index=False)
 

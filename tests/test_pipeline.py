@@ -20,7 +20,9 @@ TINY = {
     "scratch": dict(patch_size=7, embed_dim=16, num_heads=2, num_steps=4, horizon=2.0, epochs=1),
     "distill": dict(num_steps=4, epochs=2, distance_batches=2),
     "ablations": dict(epochs=1, train_limit=64, robustness_test_limit=32, robustness_steps=[1, 2, 8],
-                      variants={"lie_trotter": {}, "strang": {"solver": "strang"}}),
+                      variants={"lie_trotter": {}, "strang": {"solver": "strang"}, "jasmin_off": {"jasmin_weight": 0.0}}),
+    "dynamics": dict(test_limit=32, spectrum_samples=1, spectrum_k=2, bound_samples=2, bound_steps=[2, 4, 8],
+                     attention_images=2, pca_samples=8),
 }
 
 

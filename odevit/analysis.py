@@ -1,0 +1,242 @@
+"""Dynamics and interpretability of a trained ODE-ViT: Lyapunov exponents, the Euler error bound (Prop. 1),
+teacher-student distances, attention over time, CLS trajectories, adaptive halting.
+
+Every analysis follows the model's OWN discrete dynamics (its solver and step h = T/N), unlike the published
+notebook, which integrated the tangent dynamics with RK4 while the model used Euler.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+import torch.nn as nn
+from torch.func import jvp, vmap
+
+from .model import ODEViT
+
+Step = Callable[[torch.Tensor], torch.Tensor]
+
+
+@contextlib.contextmanager
+def explicit_attention(model: ODEViT) -> Iterator[ODEViT]:
+    """Use the explicit softmax attention (forward-mode AD through it is always defined)."""
+    attn = model.field.attn
+    old, attn.fused = attn.fused, False
+    try:
+        yield model
+    finally:
+        attn.fused = old
+
+
+def step_map(model: ODEViT, num_steps: Optional[int] = None) -> Tuple[Step, float, int]:
+    """The model's one-step map X_k -> X_{k+1} (its solver, h = T/N), with h and N."""
+    N = num_steps or model.num_steps
+    h = model.horizon / N
+    return (lambda x: model.solver.step(model.field, x, h)), h, N
+
+
+# ----------------------------------------------------------------------------------------------- Lyapunov exponents
+def lyapunov_spectrum(step: Step, x0: torch.Tensor, num_steps: int, dt: float, k: int = 1,
+                      seed: int = 0, transient: int = 0) -> torch.Tensor:
+    """Top-k Lyapunov exponents of the discrete map `step` started at one state x0 (any shape), Benettin's method:
+    push an orthonormal tangent basis Q (d, k) through the Jacobian (jvp, vmapped over columns), re-orthonormalise
+    with QR every step, and average log|diag R| over the elapsed time. The first `transient` steps only align Q
+    (finite-time estimates converge faster without them). Returns (k,), descending."""
+    d = x0.numel()
+    g = torch.Generator().manual_seed(seed)
+    Q = torch.linalg.qr(torch.randn(d, k, generator=g, dtype=x0.dtype))[0].to(x0.device)
+    logs = torch.zeros(k, dtype=torch.float64, device=x0.device)
+    x = x0
+    for i in range(num_steps):
+        def push(v: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+            return jvp(step, (x,), (v.reshape(x0.shape),))
+
+        x_next, JQ = vmap(push, in_dims=1, out_dims=(None, 1), randomness="same")(Q)  # JQ: (*x0.shape -> d, k)
+        Q, R = torch.linalg.qr(JQ.reshape(d, k))
+        if i >= transient:
+            logs += torch.log(torch.diagonal(R).abs().double().clamp_min(1e-300))
+        x = x_next.detach()
+    return (logs / ((num_steps - transient) * dt)).sort(descending=True).values
+
+
+def cls_lyapunov(model: ODEViT, x0: torch.Tensor, num_steps: Optional[int] = None, seed: int = 0) -> torch.Tensor:
+    """Largest finite-time exponent of the CLS row, per sample (the published quantity, made consistent).
+
+    A tangent v, zero except a random unit CLS row, is pushed through the model's step map with jvp; each step
+    the growth n_k = ||v[CLS]|| is logged and v is divided by n_k (the whole tangent, keeping its direction; the
+    published code rescaled only the CLS row). lambda = sum_k log n_k / T, i.e. per unit of time = per teacher layer.
+    Args: x0 (B, T, D) initial states. Returns (B,).
+    """
+    step, h, N = step_map(model, num_steps)
+    g = torch.Generator().manual_seed(seed)
+    v = torch.zeros_like(x0)
+    v[:, 0] = torch.randn(x0.shape[0], x0.shape[-1], generator=g).to(x0)
+    v[:, 0] /= v[:, 0].norm(dim=-1, keepdim=True)
+    total = torch.zeros(x0.shape[0], dtype=torch.float64, device=x0.device)
+    x = x0
+    with explicit_attention(model), torch.no_grad():
+        for _ in range(N):
+            x, v = jvp(step, (x,), (v,))
+            n = v[:, 0].norm(dim=-1).clamp_min(1e-30)
+            total += torch.log(n.double())
+            v = v / n[:, None, None]
+    return (total / (N * h)).float()
+
+
+# --------------------------------------------------------------------------------------- Proposition 1: Euler bound
+def second_derivative_sup(states: Sequence[torch.Tensor], h: float) -> torch.Tensor:
+    """sup_k ||X_{k+1} - 2 X_k + X_{k-1}|| / h^2 per sample (Frobenius norm over tokens x features). Returns (B,)."""
+    X = torch.stack([s.float() for s in states])  # (N+1, B, T, D)
+    acc = (X[2:] - 2 * X[1:-1] + X[:-2]) / h ** 2
+    return acc.flatten(2).norm(dim=-1).amax(0)
+
+
+def euler_bound(sup_acc: torch.Tensor, lipschitz: float, horizon: float, num_steps: int) -> torch.Tensor:
+    """Global error bound of explicit Euler: h/(2L) (e^{L T} - 1) sup||X''||; with T = 1: (e^L - 1)/(2 L N) sup||X''||."""
+    h = horizon / num_steps
+    return sup_acc * h * math.expm1(lipschitz * horizon) / (2 * lipschitz)
+
+
+@torch.no_grad()
+def reference_solution(model: ODEViT, x0: torch.Tensor, rtol: float = 1e-7, atol: float = 1e-7) -> torch.Tensor:
+    """X(T) of dX/dt = F + G by torchdiffeq dopri5 at tight tolerance (float64)."""
+    from torchdiffeq import odeint
+
+    field = model.field.double()
+    try:
+        with explicit_attention(model):
+            t = torch.tensor([0.0, model.horizon], dtype=torch.float64)
+            return odeint(field, x0.double(), t, method="dopri5", rtol=rtol, atol=atol)[-1].float()
+    finally:
+        model.field.float()
+
+
+@torch.no_grad()
+def convergence_study(model: ODEViT, x0: torch.Tensor, steps: Sequence[int], lipschitz: float = 0.5,
+                      solver: str = "parallel") -> Dict[str, object]:
+    """Measured error ||X_N - X_ref(T)|| vs the Euler bound, for N in `steps`; observed order = -slope in log-log.
+
+    Uses the unsplit Euler step ('parallel', the scheme Prop. 1 bounds) by default; pass the model's solver name to
+    see how far its own scheme is from the ODE. Returns per-N mean error, mean bound and the fitted order.
+    """
+    from .solvers import get_solver
+
+    ref = reference_solution(model, x0)
+    rows = []
+    sol = get_solver(solver)
+    for N in steps:
+        states = sol.integrate(model.field, x0, N, model.horizon)
+        err = (states[-1] - ref).flatten(1).norm(dim=-1)
+        bound = euler_bound(second_derivative_sup(states, model.horizon / N), lipschitz, model.horizon, N) \
+            if N >= 2 else torch.full_like(err, float("nan"))
+        rows.append({"N": N, "h": model.horizon / N, "error": err.mean().item(), "bound": bound.mean().item()})
+    hs = np.log([r["h"] for r in rows])
+    order = float(np.polyfit(hs, np.log([r["error"] for r in rows]), 1)[0])
+    return {"rows": rows, "order": order}
+
+
+# ------------------------------------------------------------------------------------ teacher-student distances
+@torch.no_grad()
+def teacher_student_distances(student: ODEViT, teacher: nn.Module, loader: Iterable, checkpoints: Sequence[int],
+                              device: torch.device) -> Dict[str, np.ndarray]:
+    """Per test sample: ||student final CLS - teacher final CLS|| (both pre-norm), the correctness category, and the
+    per-checkpoint CLS distance ||X_{c_l} - h_l||. Categories: both / neither / teacher only / student only."""
+    from .teacher import hidden_states
+
+    student.eval().to(device)
+    teacher.eval().to(device)
+    final, cats, per_ckpt = [], [], []
+    for x, y in loader:
+        x, y = x.to(device), y.to(device)
+        out = student.forward_intermediates(x)
+        hs = hidden_states(teacher, x)
+        s_ok = out["logits"].argmax(-1) == y
+        t_ok = teacher.forward_head(teacher.norm(hs[-1])).argmax(-1) == y  # the head reads CLS (index 0)
+        final.append((out["states"][-1][:, 0] - hs[-1][:, 0]).norm(dim=-1).cpu())
+        per_ckpt.append(torch.stack([(out["states"][c][:, 0] - h[:, 0]).norm(dim=-1)
+                                     for c, h in zip(checkpoints, hs[1:])], 1).cpu())
+        cat = torch.where(s_ok & t_ok, 0, torch.where(~s_ok & ~t_ok, 1, torch.where(t_ok, 2, 3)))
+        cats.append(cat.cpu())
+    names = np.array(["both correct", "both wrong", "only teacher correct", "only student correct"])
+    return {"final": torch.cat(final).numpy(), "category": names[torch.cat(cats).numpy()],
+            "per_checkpoint": torch.cat(per_ckpt).numpy()}
+
+
+# ----------------------------------------------------------------------------------------------- attention / PCA
+@torch.no_grad()
+def cls_attention_over_time(model: ODEViT, x: torch.Tensor) -> torch.Tensor:
+    """CLS -> patch attention of every step, (N, B, H, grid, grid); register columns dropped (rows not renormalised)."""
+    out = model.forward_intermediates(x, return_attn=True)
+    M = model.num_patches
+    g = int(round(M ** 0.5))
+    A = torch.stack([a[:, :, 0, 1 : 1 + M] for a in out["attn"]])  # (N, B, H, M)
+    return A.reshape(*A.shape[:3], g, g)
+
+
+def pca_2d(*groups: torch.Tensor) -> List[np.ndarray]:
+    """Project several (n_i, D) point sets on the top-2 principal axes of their union."""
+    X = torch.cat([g.float() for g in groups])
+    mu = X.mean(0, keepdim=True)
+    _, _, V = torch.linalg.svd(X - mu, full_matrices=False)
+    return [((g.float() - mu) @ V[:2].T).numpy() for g in groups]
+
+
+# ---------------------------------------------------------------------------------------------- adaptive halting
+@torch.no_grad()
+def step_trace(model: ODEViT, x: torch.Tensor, num_steps: Optional[int] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Per step k = 1..N: CLS increment ||X_k - X_{k-1}||_CLS (N, B) and the prediction from X_k (N, B)."""
+    states = model.forward_intermediates(x, num_steps=num_steps)["states"]
+    inc = torch.stack([(b[:, 0] - a[:, 0]).norm(dim=-1) for a, b in zip(states[:-1], states[1:])])
+    pred = torch.stack([model.forward_head(s).argmax(-1) for s in states[1:]])
+    return inc, pred
+
+
+def halting_steps(inc: torch.Tensor, pred: torch.Tensor, eps: float, stable: int = 0) -> torch.Tensor:
+    """First step k (1-based) at which a sample halts: its CLS increment < eps, or (stable > 0) its prediction has
+    not changed for `stable` steps; N if never. Integration is per sample, so halting a sample early gives exactly
+    the prediction it had at that step. Returns (B,) long."""
+    N = inc.shape[0]
+    stop = inc < eps
+    if stable > 0:
+        same = torch.zeros_like(pred, dtype=torch.long)
+        for k in range(1, N):
+            same[k] = torch.where(pred[k] == pred[k - 1], same[k - 1] + 1, 0)
+        stop |= same >= stable
+    stop[-1] = True
+    return stop.float().argmax(0) + 1
+
+
+@torch.no_grad()
+def adaptive_forward(model: ODEViT, x: torch.Tensor, eps: float, stable: int = 0,
+                     num_steps: Optional[int] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Really integrate with halting: each step only the still-active samples are advanced.
+    Returns (logits (B, C), steps used (B,))."""
+    step, _, N = step_map(model, num_steps)
+    X = model.embed(x)
+    active = torch.arange(x.shape[0], device=x.device)
+    used = torch.full((x.shape[0],), N, dtype=torch.long, device=x.device)
+    logits = torch.empty(x.shape[0], model.num_classes, device=x.device)
+    prev = model.forward_head(X).argmax(-1)
+    same = torch.zeros(x.shape[0], dtype=torch.long, device=x.device)
+    for k in range(1, N + 1):
+        Xa = X[active]
+        Xn = step(Xa)
+        out = model.forward_head(Xn)
+        pred = out.argmax(-1)
+        if k > 1:
+            same[active] = torch.where(pred == prev[active], same[active] + 1, 0)
+        prev[active] = pred
+        X[active] = Xn
+        halt = ((Xn[:, 0] - Xa[:, 0]).norm(dim=-1) < eps) | (k == N)
+        if stable > 0:
+            halt |= same[active] >= stable
+        done = active[halt]
+        logits[done] = out[halt].float()
+        used[done] = k
+        active = active[~halt]
+        if active.numel() == 0:
+            break
+    return logits, used
