@@ -76,6 +76,7 @@ def hidden_states(teacher: VisionTransformer, x: torch.Tensor) -> List[torch.Ten
     return hs
 
 
+@torch.no_grad()
 def last_attention(teacher: VisionTransformer, x: torch.Tensor) -> torch.Tensor:
     """Attention maps (B, H, 1+M, 1+M) of the teacher's last block, registers dropped (for attention-L1 / figures)."""
     captured = {}
