@@ -200,19 +200,24 @@ class Loader:
     def __len__(self) -> int:
         return self.n // self.batch_size if self.drop_last else -(-self.n // self.batch_size)
 
-    def batches(self, epoch: int) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
+    def batches(self, epoch: int, with_index: bool = False, ordered: bool = False) -> Iterator[Tuple[torch.Tensor, ...]]:
+        """(x, y) batches of one epoch, or (x, y, sample indices) with `with_index`; `ordered` = no shuffle/drop."""
         g = torch.Generator().manual_seed(self.seed * 100003 + epoch)
-        idx = torch.randperm(self.n, generator=g) if self.shuffle else torch.arange(self.n)
+        idx = torch.randperm(self.n, generator=g) if self.shuffle and not ordered else torch.arange(self.n)
+        n_batches = -(-self.n // self.batch_size) if ordered else len(self)
         if self.split.folder is not None:
             sub = torch.utils.data.Subset(self.split.folder, idx.tolist())
-            dl = torch.utils.data.DataLoader(sub, self.batch_size, drop_last=self.drop_last, num_workers=self.num_workers)
-            for x, y in dl:
-                yield self.transform(augment(x, g) if self.aug else x), y
+            dl = torch.utils.data.DataLoader(sub, self.batch_size, drop_last=self.drop_last and not ordered,
+                                             num_workers=self.num_workers)
+            for i, (x, y) in enumerate(dl):
+                x = self.transform(augment(x, g) if self.aug and not ordered else x)
+                yield (x, y, idx[i * self.batch_size : i * self.batch_size + len(y)]) if with_index else (x, y)
             return
-        for i in range(len(self)):
+        for i in range(n_batches):
             b = idx[i * self.batch_size : (i + 1) * self.batch_size]
             x = self.split.images[b]
-            yield self.transform(augment(x, g) if self.aug else x), self.split.labels[b]
+            x = self.transform(augment(x, g) if self.aug and not ordered else x)
+            yield (x, self.split.labels[b], b) if with_index else (x, self.split.labels[b])
 
     def __iter__(self) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
         return self.batches(self.epoch)

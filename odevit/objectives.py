@@ -10,14 +10,14 @@ import torch.nn.functional as F
 from .losses import attention_l1, jasmin, trajectory_mse
 from .teacher import hidden_states, last_attention
 
-# (model, x, y, epoch) -> (loss, logged parts)
-Objective = Callable[[nn.Module, torch.Tensor, torch.Tensor, int], Tuple[torch.Tensor, Dict[str, float]]]
+# (model, x, y, epoch, sample indices or None) -> (loss, logged parts)
+Objective = Callable[..., Tuple[torch.Tensor, Dict[str, float]]]
 
 
 def cross_entropy(label_smoothing: float = 0.0):
     """Plain classification (the discrete teacher)."""
 
-    def objective(model: nn.Module, x: torch.Tensor, y: torch.Tensor, epoch: int) -> Tuple[torch.Tensor, Dict]:
+    def objective(model: nn.Module, x: torch.Tensor, y: torch.Tensor, epoch: int, idx=None) -> Tuple[torch.Tensor, Dict]:
         loss = F.cross_entropy(model(x).float(), y, label_smoothing=label_smoothing)
         return loss, {}
 
@@ -28,7 +28,7 @@ def ode_scratch(label_smoothing: float = 0.0, jasmin_weight: float = 0.0, jasmin
                 jasmin_detach: bool = False):
     """ODE-ViT from scratch: CE (+ JaSMin on the attention maps of the last 85% of steps)."""
 
-    def objective(model, x, y, epoch):
+    def objective(model, x, y, epoch, idx=None):
         out = model.forward_intermediates(x, return_attn=jasmin_weight > 0)
         ce = F.cross_entropy(out["logits"].float(), y, label_smoothing=label_smoothing)
         loss, parts = ce, {"ce": ce.item()}
@@ -54,16 +54,26 @@ def distill(
     label_smoothing: float = 0.0,
     attn_l1_weight: float = 0.0,
     grid: Optional[int] = None,
+    cache: Optional[torch.Tensor] = None,
 ):
     """Teacher-student: the student's states at c_l pass through the teacher's h_l (MSE), + JaSMin, + CE from
-    `ce_from_epoch` (curriculum), + the published attention-map L1 term (off by default)."""
+    `ce_from_epoch` (curriculum), + the published attention-map L1 term (off by default).
+
+    `cache` (n, L, D): the teacher's CLS states h_1..h_L of every training sample (see `teacher_cls_cache`); with
+    it, batches that come with their sample indices skip the teacher forward."""
     teacher.eval()
     for p in teacher.parameters():
         p.requires_grad_(False)
+    if cache is not None and (mse_tokens != "cls" or attn_l1_weight > 0):
+        raise ValueError("cache: holds CLS states only; needs mse_tokens='cls' and attn_l1_weight=0")
 
-    def objective(model, x, y, epoch):
+    def objective(model, x, y, epoch, idx=None):
         with torch.no_grad():
-            hs = hidden_states(teacher, x)
+            if cache is not None and idx is not None:
+                h = cache[idx.cpu()].to(x.device)  # (B, L, D)
+                hs = [h[:, :1]] + [h[:, l : l + 1] for l in range(h.shape[1])]  # h_0 is never compared
+            else:
+                hs = hidden_states(teacher, x)
             t_attn = last_attention(teacher, x) if attn_l1_weight > 0 else None
         out = model.forward_intermediates(x, return_attn=jasmin_weight > 0 or attn_l1_weight > 0)
         mse = trajectory_mse(out["states"], hs, checkpoints, tokens=mse_tokens)
@@ -84,3 +94,22 @@ def distill(
         return loss, parts
 
     return objective
+
+
+@torch.no_grad()
+def teacher_cls_cache(teacher: nn.Module, loader, device: torch.device) -> torch.Tensor:
+    """CLS rows of the teacher's h_1..h_L for every sample of `loader` (no augmentation), (n, L, D) on the CPU.
+
+    Computed once; valid because the teacher is frozen and the inputs do not change between epochs."""
+    from .train import autocast
+
+    teacher.eval().to(device)
+    out = None
+    for x, _, idx in loader.batches(0, with_index=True, ordered=True):
+        with autocast(device):
+            hs = hidden_states(teacher, x.to(device))
+        h = torch.stack([s[:, 0] for s in hs[1:]], 1).float().cpu()  # (B, L, D)
+        if out is None:
+            out = torch.empty(loader.n, h.shape[1], h.shape[2])
+        out[idx] = h
+    return out

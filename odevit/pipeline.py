@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import pandas as pd
@@ -40,10 +41,27 @@ def train_config(base: Base, cfg: Optim) -> TrainConfig:
                        cycles=cfg.cycles, clip=cfg.clip, device=base.device, seed=base.seed)
 
 
-def distill_objective(teacher: nn.Module, checkpoints: Sequence[int], cfg: Distill) -> objectives.Objective:
+def distill_objective(teacher: nn.Module, checkpoints: Sequence[int], cfg: Distill,
+                      cache: Optional[torch.Tensor] = None) -> objectives.Objective:
     return objectives.distill(teacher, checkpoints, cfg.mse_weight, cfg.mse_tokens, cfg.jasmin_weight, cfg.jasmin_k,
                               cfg.jasmin_detach, cfg.ce_weight, cfg.ce_from_epoch, cfg.label_smoothing,
-                              cfg.attn_l1_weight)
+                              cfg.attn_l1_weight, cache=cache)
+
+
+def cache_usable(cfg: Distill) -> bool:
+    return not (cfg.augment or cfg.mse_tokens != "cls" or cfg.attn_l1_weight > 0)
+
+
+def teacher_cache(teacher: nn.Module, loader: data.Loader, cfg: Distill, device: torch.device) -> Optional[torch.Tensor]:
+    """The frozen teacher's CLS states for every training sample, computed once — or None where they would change
+    (augmentation) or more than CLS is compared (mse_tokens 'all', attention-L1): then the teacher runs per batch."""
+    if not cache_usable(cfg):
+        return None
+    t0 = time.perf_counter()
+    cache = objectives.teacher_cls_cache(teacher, loader, device)
+    print(f"teacher CLS states cached: {tuple(cache.shape)}, {cache.numel() * 4 / 2**20:.0f} MB, "
+          f"{time.perf_counter() - t0:.0f}s", flush=True)
+    return cache
 
 
 def build_teacher(base: Base, cfg: Teacher) -> nn.Module:

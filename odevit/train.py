@@ -20,7 +20,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 import numpy as np
 import torch
 import torch.nn as nn
-from tqdm.auto import tqdm
+from tqdm import tqdm  # text bar in a terminal; disabled under papermill (one line per epoch)
 
 from .losses import topk_correct
 from .objectives import Objective
@@ -224,12 +224,12 @@ def fit(
         t0 = time.perf_counter()
         sums: Dict[str, float] = {}
         n_batches = 0
-        bar = tqdm(train_loader.batches(epoch), total=len(train_loader), desc=f"epoch {epoch + 1}/{cfg.epochs}",
-                   disable=quiet, leave=False, mininterval=1.0)
-        for x, y in bar:
+        bar = tqdm(train_loader.batches(epoch, with_index=True), total=len(train_loader),
+                   desc=f"epoch {epoch + 1}/{cfg.epochs}", disable=quiet, leave=False, mininterval=1.0)
+        for x, y, idx in bar:
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             with autocast(device):
-                loss, parts = objective(model, x, y, epoch)
+                loss, parts = objective(model, x, y, epoch, idx)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             gnorm = torch.nn.utils.clip_grad_norm_(params, cfg.clip)

@@ -105,3 +105,25 @@ def test_attention_l1_zero_for_identical_and_positive_otherwise():
 def test_topk():
     logits = torch.tensor([[0.1, 0.5, 0.4], [0.9, 0.05, 0.05]])
     assert topk_correct(logits, torch.tensor([2, 0]), ks=(1, 2, 3)) == [1, 2, 2]
+
+
+def test_cached_teacher_states_give_the_same_loss():
+    """Distillation with the teacher's CLS states cached once equals running the teacher per batch."""
+    import timm
+
+    from odevit import data, objectives, student_from_teacher
+
+    torch.manual_seed(0)
+    t = timm.create_model("vit_tiny_patch16_224", img_size=8, patch_size=4, in_chans=1, embed_dim=16, depth=2,
+                          num_heads=2, num_classes=3).eval()
+    s = student_from_teacher(t, num_steps=4, mlp_ratio=1.0)
+    split = data.Split(torch.randint(0, 255, (20, 1, 8, 8), dtype=torch.uint8), torch.randint(0, 3, (20,)))
+    loader = data.Loader(split, 8, data.batch_transform("synthetic", 8), shuffle=True, seed=1)
+    cache = objectives.teacher_cls_cache(t, loader, torch.device("cpu"))
+    assert cache.shape == (20, 2, 16)
+    live = objectives.distill(t, [2, 4], ce_weight=1.0)
+    cached = objectives.distill(t, [2, 4], ce_weight=1.0, cache=cache)
+    for x, y, idx in loader.batches(3, with_index=True):
+        a, _ = live(s, x, y, 0, idx)
+        b, _ = cached(s, x, y, 0, idx)
+        torch.testing.assert_close(a, b)
