@@ -106,7 +106,7 @@ class Ablations:
     train_limit: int = 15000
     variants: Dict[str, Dict[str, Any]] = field(default_factory=dict)  # name -> overrides of the distill block
     robustness_steps: List[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32, 48])
-    robustness_test_limit: int = 2000  # test images for the variants' robustness curves (main models: all)
+    robustness_test_limit: int = 2000  # test images for the robustness curves (every model)
 
 
 @dataclass

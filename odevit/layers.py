@@ -26,7 +26,8 @@ class CenterNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.weight * (self.scale * (x - x.mean(dim=-1, keepdim=True))) + self.bias
+        xc = x - x.mean(dim=-1, keepdim=True)
+        return torch.addcmul(self.bias, xc, self.weight * self.scale)  # one fused multiply-add over (B, T, D)
 
 
 NORMS = {

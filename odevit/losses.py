@@ -66,11 +66,9 @@ def jasmin(attn_maps: Sequence[torch.Tensor], k: int = 2, last_frac: float = 0.8
     if not attn_maps:
         raise ValueError("jasmin: no attention maps (call forward_intermediates with return_attn=True)")
     n = max(1, math.floor(last_frac * len(attn_maps)))
-    vals = []
-    for a in attn_maps[-n:]:
-        a = a.detach() if detach else a
-        vals.append(jasmin_rows(a, k).amax(dim=-1).mean())  # max over queries, mean over (B, H)
-    return torch.stack(vals).mean()
+    a = torch.stack(attn_maps[-n:])  # (n, B, H, T, T): one batched pass
+    a = a.detach() if detach else a
+    return jasmin_rows(a, k).amax(dim=-1).mean()  # max over queries, mean over (steps, B, H)
 
 
 def _top_mass(a: torch.Tensor, threshold: float, sharpness: float = 40.0) -> torch.Tensor:

@@ -45,13 +45,13 @@ class Solver:
 
 class LieTrotter(Solver):
     def step(self, field, x, h):
-        x = x + h * field.G(x)
-        return x + h * field.F(x)
+        x = torch.add(x, field.G(x), alpha=h)  # x + h G(x), one kernel
+        return torch.add(x, field.F(x), alpha=h)
 
 
 class Parallel(Solver):
     def step(self, field, x, h):
-        return x + h * (field.F(x) + field.G(x))
+        return torch.add(x, field.F(x) + field.G(x), alpha=h)
 
 
 class RK4(Solver):
