@@ -14,7 +14,7 @@ import gzip
 import os
 import shutil
 from dataclasses import dataclass
-from typing import Iterator, Optional, Sequence, Tuple
+from typing import Iterator, List, Optional, Sequence, Tuple
 
 import torch
 from torchvision.transforms import v2
@@ -168,56 +168,88 @@ def batch_transform(
     return v2.Compose(steps)
 
 
-def augment(x: torch.Tensor, generator: torch.Generator, pad: int = 2, flip: bool = True) -> torch.Tensor:
-    """Per-sample random crop (zero padding `pad`) and horizontal flip of a uint8 batch (B, C, H, W)."""
+def augment(x: torch.Tensor, generator: torch.Generator, pad: int = 2, flip: bool = True,
+            rows_of: Optional[Tuple[int, int]] = None) -> torch.Tensor:
+    """Per-sample random crop (zero padding `pad`) and horizontal flip of a uint8 batch (B, C, H, W).
+
+    `rows_of=(offset, total)`: x is rows offset..offset+B of a batch of `total`; the draws are those of the whole
+    batch (a torchrun process augments its slice exactly as one process would)."""
     B, _, H, W = x.shape
+    off, total = rows_of or (0, B)
+    draw = lambda f, *a: f(*a, (total,), generator=generator)[off : off + B]  # noqa: E731
     if pad:
         xp = torch.nn.functional.pad(x, (pad, pad, pad, pad))
-        dy = torch.randint(0, 2 * pad + 1, (B,), generator=generator)
-        dx = torch.randint(0, 2 * pad + 1, (B,), generator=generator)
+        dy = draw(torch.randint, 0, 2 * pad + 1)
+        dx = draw(torch.randint, 0, 2 * pad + 1)
         rows = (dy[:, None] + torch.arange(H))[:, None, :, None]  # (B, 1, H, 1)
         cols = (dx[:, None] + torch.arange(W))[:, None, None, :]  # (B, 1, 1, W)
         x = xp[torch.arange(B)[:, None, None, None], torch.arange(x.shape[1])[None, :, None, None], rows, cols]
     if flip:
-        m = torch.rand(B, generator=generator) < 0.5
+        m = draw(torch.rand) < 0.5
         x = torch.where(m[:, None, None, None], x.flip(-1), x)
     return x
 
 
 class Loader:
-    """Batches of (float images, labels) from a Split; reshuffled every epoch from `seed + epoch`."""
+    """Batches of (float images, labels) from a Split; reshuffled every epoch from `seed + epoch`.
+
+    Under torchrun (`rank`, `world` from `distributed.rank_world()` unless given) every process walks the same
+    global batches and keeps its 1/world slice of each: `batch_size` is the global batch."""
 
     def __init__(
         self, split: Split, batch_size: int, transform: v2.Transform, shuffle: bool = False, drop_last: bool = False,
         seed: int = 0, augment: bool = False, num_workers: int = 0, limit: Optional[int] = None,
+        rank: Optional[int] = None, world: Optional[int] = None,
     ):
+        from .distributed import rank_world
+
         self.split, self.batch_size, self.transform = split, batch_size, transform
         self.shuffle, self.drop_last, self.seed, self.aug = shuffle, drop_last, seed, augment
         self.num_workers = num_workers
         self.n = min(len(split), limit) if limit else len(split)
         self.epoch = 0
+        self.rank, self.world = rank_world() if world is None else (rank or 0, world)
+        if drop_last and batch_size % self.world:
+            raise ValueError(f"batch_size {batch_size} is the global batch: it must be a multiple of the "
+                             f"{self.world} processes")
 
     def __len__(self) -> int:
+        """Global batches (optimiser steps) per epoch: the same on every process."""
         return self.n // self.batch_size if self.drop_last else -(-self.n // self.batch_size)
 
-    def batches(self, epoch: int, with_index: bool = False, ordered: bool = False) -> Iterator[Tuple[torch.Tensor, ...]]:
-        """(x, y) batches of one epoch, or (x, y, sample indices) with `with_index`; `ordered` = no shuffle/drop."""
-        g = torch.Generator().manual_seed(self.seed * 100003 + epoch)
+    def indices(self, epoch: int, ordered: bool = False, local: bool = True,
+                generator: Optional[torch.Generator] = None) -> List[Tuple[torch.Tensor, int, int]]:
+        """(sample indices, offset, global size) of each batch of one epoch: this process's slice of the global
+        batch (`local`, under torchrun) or the whole of it."""
+        g = generator or torch.Generator().manual_seed(self.seed * 100003 + epoch)
         idx = torch.randperm(self.n, generator=g) if self.shuffle and not ordered else torch.arange(self.n)
         n_batches = -(-self.n // self.batch_size) if ordered else len(self)
-        if self.split.folder is not None:
-            sub = torch.utils.data.Subset(self.split.folder, idx.tolist())
-            dl = torch.utils.data.DataLoader(sub, self.batch_size, drop_last=self.drop_last and not ordered,
-                                             num_workers=self.num_workers)
-            for i, (x, y) in enumerate(dl):
-                x = self.transform(augment(x, g) if self.aug and not ordered else x)
-                yield (x, y, idx[i * self.batch_size : i * self.batch_size + len(y)]) if with_index else (x, y)
-            return
+        out = []
         for i in range(n_batches):
             b = idx[i * self.batch_size : (i + 1) * self.batch_size]
-            x = self.split.images[b]
-            x = self.transform(augment(x, g) if self.aug and not ordered else x)
-            yield (x, self.split.labels[b], b) if with_index else (x, self.split.labels[b])
+            if local and self.world > 1:
+                parts = b.tensor_split(self.world)
+                off = sum(len(p) for p in parts[: self.rank])
+                out.append((parts[self.rank], off, len(b)))
+            else:
+                out.append((b, 0, len(b)))
+        return [o for o in out if len(o[0])]
+
+    def batches(self, epoch: int, with_index: bool = False, ordered: bool = False,
+                local: bool = True) -> Iterator[Tuple[torch.Tensor, ...]]:
+        """(x, y) batches of one epoch, or (x, y, sample indices) with `with_index`; `ordered` = no shuffle/drop;
+        `local=False` = the global batches even under torchrun."""
+        g = torch.Generator().manual_seed(self.seed * 100003 + epoch)  # the order, then the augmentation draws
+        idx = self.indices(epoch, ordered, local, generator=g)
+        if self.split.folder is not None:
+            dl = torch.utils.data.DataLoader(self.split.folder, batch_sampler=[b.tolist() for b, _, _ in idx],
+                                             num_workers=self.num_workers)
+            pairs = zip(idx, dl)
+        else:
+            pairs = ((i, (self.split.images[i[0]], self.split.labels[i[0]])) for i in idx)
+        for (b, off, total), (x, y) in pairs:
+            x = self.transform(augment(x, g, rows_of=(off, total)) if self.aug and not ordered else x)
+            yield (x, y, b) if with_index else (x, y)
 
     def __iter__(self) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
         return self.batches(self.epoch)

@@ -100,7 +100,9 @@ def distill(
 def teacher_cls_cache(teacher: nn.Module, loader, device: torch.device) -> torch.Tensor:
     """CLS rows of the teacher's h_1..h_L for every sample of `loader` (no augmentation), (n, L, D) on the CPU.
 
-    Computed once; valid because the teacher is frozen and the inputs do not change between epochs."""
+    Computed once; valid because the teacher is frozen and the inputs do not change between epochs. Under torchrun
+    each process computes its slice of the samples and the slices are summed into the whole."""
+    from .distributed import all_reduce_sum
     from .train import autocast
 
     teacher.eval().to(device)
@@ -110,6 +112,6 @@ def teacher_cls_cache(teacher: nn.Module, loader, device: torch.device) -> torch
             hs = hidden_states(teacher, x.to(device))
         h = torch.stack([s[:, 0] for s in hs[1:]], 1).float().cpu()  # (B, L, D)
         if out is None:
-            out = torch.empty(loader.n, h.shape[1], h.shape[2])
+            out = torch.zeros(loader.n, h.shape[1], h.shape[2])
         out[idx] = h
-    return out
+    return all_reduce_sum(out) if getattr(loader, "world", 1) > 1 else out

@@ -15,12 +15,11 @@ import timm
 import torch
 import torch.nn as nn
 
-from . import data, objectives
+from . import data, distributed, objectives, train
 from .config import Base, Distill, Optim, Scratch, Teacher
 from .model import ODEViT
 from .schedule import checkpoint_indices, layer_distances
 from .teacher import create_teacher, hidden_states, student_from_teacher
-from .train import TrainConfig
 
 
 def loaders(base: Base, augment: bool = False, train_limit: Optional[int] = None) -> Tuple[data.Loader, data.Loader]:
@@ -29,15 +28,15 @@ def loaders(base: Base, augment: bool = False, train_limit: Optional[int] = None
     te = data.load_split(base.dataset, "test", base.data_root, synthetic_size=base.synthetic_size, seed=base.seed)
     tf = data.batch_transform(base.dataset, base.image_size, base.channels, base.normalize)
     limit = train_limit if train_limit is not None else base.train_limit
-    train = data.Loader(tr, base.batch_size, tf, shuffle=True, drop_last=True, seed=base.seed, augment=augment,
-                        limit=limit or None)
+    train_loader = data.Loader(tr, base.batch_size, tf, shuffle=True, drop_last=True, seed=base.seed, augment=augment,
+                               limit=limit or None)
     test = data.Loader(te, base.eval_batch_size, tf, limit=base.test_limit or None)
-    return train, test
+    return train_loader, test
 
 
-def train_config(base: Base, cfg: Optim) -> TrainConfig:
+def train_config(base: Base, cfg: Optim) -> train.TrainConfig:
     """The optimiser/schedule part of a stage block, with the base block's device and seed."""
-    return TrainConfig(epochs=cfg.epochs, lr=cfg.lr, weight_decay=cfg.weight_decay, warmup=cfg.warmup,
+    return train.TrainConfig(epochs=cfg.epochs, lr=cfg.lr, weight_decay=cfg.weight_decay, warmup=cfg.warmup,
                        cycles=cfg.cycles, clip=cfg.clip, device=base.device, seed=base.seed)
 
 
@@ -59,14 +58,14 @@ def teacher_cache(teacher: nn.Module, loader: data.Loader, cfg: Distill, device:
         return None
     t0 = time.perf_counter()
     cache = objectives.teacher_cls_cache(teacher, loader, device)
-    print(f"teacher CLS states cached: {tuple(cache.shape)}, {cache.numel() * 4 / 2**20:.0f} MB, "
-          f"{time.perf_counter() - t0:.0f}s", flush=True)
+    if distributed.is_main():
+            print(f"teacher CLS states cached: {tuple(cache.shape)}, {cache.numel() * 4 / 2**20:.0f} MB, "
+              f"{time.perf_counter() - t0:.0f}s", flush=True)
     return cache
 
 
 def build_teacher(base: Base, cfg: Teacher) -> nn.Module:
     """The discrete ViT teacher: a timm model, from scratch (offline default) or pretrained (hub or local file)."""
-    kw: Dict[str, Any] = {}
     if not (cfg.pretrained or cfg.weights_file):  # from-scratch architecture from params
         kw = dict(img_size=base.image_size, patch_size=cfg.patch_size, in_chans=base.channels, embed_dim=cfg.embed_dim,
                   depth=cfg.depth, num_heads=cfg.num_heads, mlp_ratio=cfg.mlp_ratio)
@@ -96,13 +95,49 @@ def build_student(teacher: nn.Module, cfg: Distill) -> ODEViT:
     )
 
 
+TEACHER_CKPT, SCRATCH_CKPT, DISTILL_CKPT = "checkpoints/02_teacher", "checkpoints/03_ode_scratch", "checkpoints/04_distill"
+
+
+def fit_teacher(model: nn.Module, base: Base, cfg: Teacher, train_loader: data.Loader,
+                test_loader: data.Loader) -> List[Dict[str, float]]:
+    """Stage 02's training (also run by `torchrun … -m odevit.run 02_teacher`): CE, checkpoints/02_teacher."""
+    if cfg.linear_probe:
+        for n, p in model.named_parameters():
+            p.requires_grad_(n.startswith("head."))
+    return train.fit(model, train_loader, test_loader, objectives.cross_entropy(cfg.label_smoothing),
+                     train_config(base, cfg), TEACHER_CKPT, run_id=train.fingerprint(base, cfg))
+
+
+def fit_scratch(model: ODEViT, base: Base, cfg: Scratch, train_loader: data.Loader,
+                test_loader: data.Loader) -> List[Dict[str, float]]:
+    """Stage 03's training: CE (+ JaSMin), checkpoints/03_ode_scratch."""
+    obj = objectives.ode_scratch(cfg.label_smoothing, cfg.jasmin_weight, cfg.jasmin_k, cfg.jasmin_detach)
+    return train.fit(model, train_loader, test_loader, obj, train_config(base, cfg), SCRATCH_CKPT,
+                     run_id=train.fingerprint(base, cfg))
+
+
+def fit_student(student: ODEViT, teacher: nn.Module, checkpoints: Sequence[int], base: Base, tcfg: Teacher,
+                cfg: Distill, train_loader: data.Loader, test_loader: data.Loader) -> List[Dict[str, float]]:
+    """Stage 04's training: the distillation objective (teacher CLS states cached where valid), the published CE
+    curriculum (`unfreeze_head_at`), checkpoints/04_distill."""
+
+    def curriculum(epoch: int, model: nn.Module) -> None:
+        if cfg.unfreeze_head_at >= 0 and epoch == cfg.unfreeze_head_at:
+            model.head.requires_grad_(True)
+
+    device = train.resolve_device(base.device)
+    obj = distill_objective(teacher, checkpoints, cfg, teacher_cache(teacher, train_loader, cfg, device))
+    return train.fit(student, train_loader, test_loader, obj, train_config(base, cfg), DISTILL_CKPT,
+                     on_epoch=curriculum, run_id=train.fingerprint(base, tcfg, cfg))
+
+
 @torch.no_grad()
 def teacher_distances(teacher: nn.Module, loader: data.Loader, batches: int, tokens: str, device: torch.device) -> List[float]:
     """d_1..d_L measured on the first `batches` training batches (epoch-0 order)."""
     teacher.eval().to(device)
 
     def gen():
-        for i, (x, _) in enumerate(loader.batches(0)):
+        for i, (x, _) in enumerate(loader.batches(0, local=False)):  # global batches under torchrun
             if i >= batches:
                 return
             yield hidden_states(teacher, x.to(device))

@@ -22,6 +22,7 @@ import torch
 import torch.nn as nn
 from tqdm import tqdm  # text bar in a terminal; disabled under papermill (one line per epoch)
 
+from . import distributed
 from .losses import topk_correct
 from .objectives import Objective
 
@@ -78,7 +79,8 @@ def evaluate(
     model: nn.Module, loader: Iterable, device: torch.device, num_steps: Optional[int] = None,
     ks: Sequence[int] = (1, 3, 5),
 ) -> Dict[str, float]:
-    """Top-k accuracy over a loader (sample-weighted, unlike the published per-batch mean)."""
+    """Top-k accuracy over a loader (sample-weighted, unlike the published per-batch mean). A loader sharded
+    under torchrun: every process scores its slice and the counts are summed."""
     model.eval()
     hits, n = [0] * len(ks), 0
     for x, y in loader:
@@ -88,6 +90,9 @@ def evaluate(
         for i, h in enumerate(topk_correct(logits.float(), y, ks)):
             hits[i] += h
         n += len(y)
+    if getattr(loader, "world", 1) > 1:
+        counts = distributed.all_reduce_sum(torch.tensor(hits + [n], dtype=torch.float64)).long().tolist()
+        hits, n = counts[:-1], counts[-1]
     return {f"acc{k}": h / n for k, h in zip(ks, hits)}
 
 
@@ -177,9 +182,12 @@ def fit(
     (CPU); a checkpoint of another run is set aside with a notice, a corrupt one stops with its path.
     `on_epoch(epoch, model)` runs before each epoch (e.g. the CE curriculum unfreezing the head).
     Raises FloatingPointError on a non-finite loss or gradient, before the step: no non-finite weights are saved.
-    Returns one dict per epoch.
+    Under torchrun (`distributed.init()` first, loaders built after it) the model runs in DistributedDataParallel,
+    logged losses and test accuracy are averaged over the processes, and only rank 0 writes checkpoints (the RNG
+    state saved is rank 0's). Returns one dict per epoch.
     """
     device = resolve_device(cfg.device)
+    rank, world = distributed.rank_world()
     model.to(device)
     params = [p for p in model.parameters() if p.requires_grad]
     decay = [p for p in params if p.ndim >= 2]
@@ -192,14 +200,19 @@ def fit(
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, total, warm, cfg.cycles))
     history: List[Dict[str, float]] = []
     best, start = -1.0, 0
-    quiet = in_notebook_run()
+    quiet = in_notebook_run() or rank > 0
+    replica: Any = model  # what the objective calls: the model, or its DDP replica under torchrun
 
     def begin_epoch(epoch: int) -> List[torch.Tensor]:
+        nonlocal replica
         if on_epoch is not None:
             on_epoch(epoch, model)  # may unfreeze parameters: they join the optimiser and the clipping
         ps = [p for p in model.parameters() if p.requires_grad]
         opt.param_groups[0]["params"] = [p for p in ps if p.ndim >= 2]
         opt.param_groups[1]["params"] = [p for p in ps if p.ndim < 2]
+        if world > 1 and (replica is model or [id(p) for p in ps] != replica.trainable):
+            replica = distributed.Replica(model, device)  # DDP reduces the parameters trainable when it is built
+            replica.trainable = [id(p) for p in ps]
         return ps
 
     last_path = os.path.join(out_dir, "last.pt") if out_dir else None
@@ -214,8 +227,9 @@ def fit(
             sched.load_state_dict(ckpt["scheduler"])
             _set_rng_state(ckpt["rng"])
             best, history = float(ckpt["best"]), list(ckpt["history"])
-            print(f"resuming from {last_path} after epoch {start}/{cfg.epochs}", flush=True)
-        else:
+            if rank == 0:
+                print(f"resuming from {last_path} after epoch {start}/{cfg.epochs}", flush=True)
+        elif rank == 0:
             print(f"{last_path} belongs to another configuration: starting this run from scratch", flush=True)
 
     for epoch in range(start, cfg.epochs):
@@ -229,7 +243,7 @@ def fit(
         for x, y, idx in bar:
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             with autocast(device):
-                loss, parts = objective(model, x, y, epoch, idx)
+                loss, parts = objective(replica, x, y, epoch, idx)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             gnorm = torch.nn.utils.clip_grad_norm_(params, cfg.clip)
@@ -248,6 +262,10 @@ def fit(
             if not quiet and n_batches % 20 == 0:
                 bar.set_postfix(loss=f"{sums['loss'] / n_batches:.4f}")
         train_time = time.perf_counter() - t0
+        if world > 1:  # mean over the processes of their mean losses (equal slices)
+            keys = list(sums)  # the same order on every process (same objective)
+            tot = distributed.all_reduce_sum(torch.tensor([sums[k] for k in keys], dtype=torch.float64)) / world
+            sums = dict(zip(keys, tot.tolist()))
         row = {"epoch": epoch + 1, **{f"train_{k}": v / max(1, n_batches) for k, v in sums.items()}}
         row.update({f"test_{k}": v for k, v in evaluate(model, test_loader, device).items()})
         row.update(lr=opt.param_groups[0]["lr"], epoch_time_s=train_time,
@@ -255,12 +273,15 @@ def fit(
         history.append(row)
         improved = row["test_acc1"] > best
         best = max(best, row["test_acc1"])
-        if out_dir:
+        if out_dir and rank == 0:
             weights = {"model": model.state_dict(), "epoch": epoch + 1, "test_acc1": row["test_acc1"]}
             if improved:
                 save_atomic(weights, os.path.join(out_dir, "best.pt"))
             save_atomic({**weights, "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
                          "rng": _rng_state(), "best": best, "history": history, "run_id": run_id}, last_path)
+        distributed.barrier()  # no process runs ahead of the checkpoint
+        if rank > 0:
+            continue
         extra = "  ".join(f"{k[6:]} {v:.4f}" for k, v in row.items() if k.startswith("train_") and k != "train_loss")
         print(f"epoch {epoch + 1}/{cfg.epochs}  loss {row['train_loss']:.4f}  {extra}  test acc@1 {row['test_acc1']:.4f}"
               f"  ({train_time:.0f}s, {row['img_per_s']:.0f} img/s)", flush=True)

@@ -1,0 +1,59 @@
+"""Run a stage's training outside its notebook — with torchrun, data-parallel over processes or GPUs.
+
+    torchrun --nproc_per_node=2 -m odevit.run 03_ode_scratch     # 2 processes (gloo on CPU, nccl on GPUs)
+    python -m odevit.run 04_distill                              # one process, same as the notebook's fit
+    dvc repro                                                    # the notebooks find the finished checkpoints
+
+It trains exactly what the stage's notebook trains (the same `pipeline.fit_*` call, params.yaml, seed and run
+fingerprint) and writes the same checkpoints/<stage>/{best,last}.pt. The notebook's `fit` then resumes from
+last.pt with every epoch done, so it only evaluates, tabulates and plots. `base.batch_size` is the global batch
+(split evenly over the processes; see `odevit.distributed`).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import config, distributed, pipeline, train
+
+STAGES = ("02_teacher", "03_ode_scratch", "04_distill")
+
+
+def run(stage: str, params_file: str = "params.yaml") -> None:
+    cfg = config.check_stage(stage, params_file)  # one-line error before any process group or data
+    b = cfg["base"]
+    rank, world = distributed.init(b.device)
+    if b.batch_size % world:
+        raise config.ConfigError(f"params.yaml: base.batch_size = {b.batch_size} is the global batch; it must be a "
+                                 f"multiple of the {world} processes")
+    train.seed_everything(b.seed)
+    if stage == "02_teacher":
+        tr, te = pipeline.loaders(b, augment=cfg["teacher"].augment)
+        pipeline.fit_teacher(pipeline.build_teacher(b, cfg["teacher"]), b, cfg["teacher"], tr, te)
+    elif stage == "03_ode_scratch":
+        tr, te = pipeline.loaders(b, augment=cfg["scratch"].augment)
+        pipeline.fit_scratch(pipeline.build_scratch(b, cfg["scratch"]), b, cfg["scratch"], tr, te)
+    else:
+        t, d = cfg["teacher"], cfg["distill"]
+        device = train.resolve_device(b.device)
+        tr, te = pipeline.loaders(b, augment=d.augment)
+        teacher = train.load_weights(pipeline.build_teacher(b, t), f"{pipeline.TEACHER_CKPT}/best.pt").to(device).eval()
+        c = pipeline.schedule(pipeline.teacher_distances(teacher, tr, d.distance_batches, d.distance_tokens, device), d)
+        pipeline.fit_student(pipeline.build_student(teacher, d), teacher, c, b, t, d, tr, te)
+    distributed.shutdown()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("stage", choices=STAGES)
+    ap.add_argument("--params", default="params.yaml")
+    args = ap.parse_args()
+    try:
+        run(args.stage, args.params)
+    except (config.ConfigError, train.CheckpointError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()
