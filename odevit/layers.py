@@ -29,6 +29,14 @@ class CenterNorm(nn.Module):
         xc = x - x.mean(dim=-1, keepdim=True)
         return torch.addcmul(self.bias, xc, self.weight * self.scale)  # one fused multiply-add over (B, T, D)
 
+    def fold_into(self, linear: nn.Linear) -> Tuple[torch.Tensor, torch.Tensor]:
+        """(W', b') with linear(CenterNorm(x)) == x @ W'^T + b' exactly: centring is the linear map P = I - 11^T/D,
+        so W' = W diag(s gamma) P (each row of W diag(s gamma) minus its mean) and b' = W beta (+ the linear's
+        bias). Differentiable in gamma, beta and W; costs O(D * out) instead of O(B * T * D) per evaluation."""
+        m = linear.weight * (self.weight * self.scale)  # (out, D)
+        b = linear.weight @ self.bias
+        return m - m.mean(dim=1, keepdim=True), b if linear.bias is None else b + linear.bias
+
 
 NORMS = {
     "centernorm": CenterNorm,
@@ -62,9 +70,14 @@ class Attention(nn.Module):
         self.proj_drop = nn.Dropout(proj_drop)
         self.fused = True  # F.scaled_dot_product_attention when no maps are needed (False: always explicit softmax)
 
-    def forward(self, x: torch.Tensor, need_weights: bool = False) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+    def forward(self, x: torch.Tensor, need_weights: bool = False,
+                qkv_weight: Optional[Tuple[torch.Tensor, Optional[torch.Tensor]]] = None,
+                ) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """x (B, T, D) -> (out (B, T, D), maps (B, H, T, T) or None); `qkv_weight` = (W, b) replacing qkv's own
+        (a CenterNorm folded into it, see `CenterNorm.fold_into`)."""
         B, T, D = x.shape
-        qkv = self.qkv(x).reshape(B, T, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        qkv = self.qkv(x) if qkv_weight is None else F.linear(x, *qkv_weight)
+        qkv = qkv.reshape(B, T, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         q, k, v = qkv.unbind(0)  # each (B, H, T, hd)
         if need_weights or not self.fused:
             attn = (q * self.scale) @ k.transpose(-2, -1)  # (B, H, T, T)

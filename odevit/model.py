@@ -9,14 +9,15 @@ time per teacher layer) gives h = T/N. Any N can be used at evaluation: `forward
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from contextlib import contextmanager
+from typing import Any, Dict, Iterator, List, Optional
 
 import torch
 import torch.nn as nn
 from timm.layers import Mlp, PatchEmbed, trunc_normal_
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 
-from .layers import Attention, make_norm, spectral_init_
+from .layers import Attention, CenterNorm, make_norm, spectral_init_
 from .solvers import get_solver
 
 
@@ -40,15 +41,39 @@ class ViTField(nn.Module):
         self.norm2 = make_norm(norm, dim)  # before F (MLP)
         self.mlp = Mlp(dim, int(round(mlp_ratio * dim)), act_layer=nn.GELU, bias=bias, drop=mlp_drop)
         self.attn_maps: Optional[List[torch.Tensor]] = None  # when a list, G appends its (B, H, T, T) maps
+        self.fold = True  # fold CenterNorm into Q/K/V and fc1 once per trajectory (see `folded`)
+        self._folded: Optional[tuple] = None
+
+    @contextmanager
+    def folded(self) -> Iterator[None]:
+        """While open, G and F use CenterNorm folded into the next linear map (`CenterNorm.fold_into`), computed
+        once and shared by every step: the same function (to rounding), without the per-step normalisation
+        passes over (B, T, D). A no-op for LayerNorm (not linear) or `fold = False`."""
+        if not (self.fold and isinstance(self.norm1, CenterNorm) and isinstance(self.norm2, CenterNorm)) \
+                or self._folded is not None:
+            yield
+            return
+        self._folded = (self.norm1.fold_into(self.attn.qkv), self.norm2.fold_into(self.mlp.fc1))
+        try:
+            yield
+        finally:
+            self._folded = None
 
     def G(self, x: torch.Tensor) -> torch.Tensor:
-        out, attn = self.attn(self.norm1(x), need_weights=self.attn_maps is not None)
-        if self.attn_maps is not None:
+        need = self.attn_maps is not None
+        if self._folded is None:
+            out, attn = self.attn(self.norm1(x), need_weights=need)
+        else:
+            out, attn = self.attn(x, need_weights=need, qkv_weight=self._folded[0])
+        if need:
             self.attn_maps.append(attn)
         return out
 
     def F(self, x: torch.Tensor) -> torch.Tensor:
-        return self.mlp(self.norm2(x))
+        if self._folded is None:
+            return self.mlp(self.norm2(x))
+        m = self.mlp  # timm Mlp: fc1 -> act -> drop1 -> norm -> fc2 -> drop2, with fc1 taking the folded norm
+        return m.drop2(m.fc2(m.norm(m.drop1(m.act(nn.functional.linear(x, *self._folded[1]))))))
 
     def forward(self, t: Any, x: torch.Tensor) -> torch.Tensor:
         return self.F(x) + self.G(x)
@@ -159,7 +184,8 @@ class ODEViT(nn.Module):
 
     def integrate(self, x0: torch.Tensor, num_steps: Optional[int] = None) -> List[torch.Tensor]:
         """X(0) -> [X_0, ..., X_N], N+1 states of shape (B, T, D)."""
-        return self.solver.integrate(self.field, x0, num_steps or self.num_steps, self.horizon)
+        with self.field.folded():
+            return self.solver.integrate(self.field, x0, num_steps or self.num_steps, self.horizon)
 
     def forward_head(self, x: torch.Tensor) -> torch.Tensor:
         """Final state (B, T, D) -> logits (B, C), from the CLS token."""

@@ -33,6 +33,36 @@ def test_vector_field_gradcheck_float64():
         assert torch.autograd.gradcheck(getattr(m.field, name), (x,), eps=1e-6, atol=1e-5)
 
 
+@pytest.mark.parametrize("solver", ["lie_trotter", "strang"])
+def test_folded_centernorm_is_the_same_function_and_gradient(solver):
+    """CenterNorm folded into Q/K/V and fc1 once per trajectory == the per-step norm, in value and in every
+    parameter's gradient (float64), with and without attention maps; the fold does not outlive the call."""
+    torch.manual_seed(0)
+    m = tiny(solver=solver, bias=True).double()
+    with torch.no_grad():
+        for n in (m.field.norm1, m.field.norm2):
+            n.weight.uniform_(0.5, 2)
+            n.bias.uniform_(-1, 1)
+    x = torch.randn(3, 1, 8, 8, dtype=torch.float64)
+    out = {}
+    for fold in (True, False):
+        m.field.fold = fold
+        m.zero_grad()
+        o = m.forward_intermediates(x, return_attn=True)
+        (o["logits"].square().sum() + sum(a.square().sum() for a in o["attn"])).backward()
+        out[fold] = (o["logits"], torch.stack(o["attn"]), {k: p.grad.clone() for k, p in m.named_parameters()})
+    torch.testing.assert_close(out[True][0], out[False][0], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(out[True][1], out[False][1], rtol=1e-12, atol=1e-12)
+    for k, g in out[False][2].items():
+        torch.testing.assert_close(out[True][2][k], g, rtol=1e-10, atol=1e-10, msg=lambda s: f"{k}: {s}")
+    assert m.field._folded is None
+    m.field.fold = True
+    xs = torch.randn(2, 5, 8, dtype=torch.float64, requires_grad=True)
+    with m.field.folded():
+        assert m.field._folded is not None
+        assert torch.autograd.gradcheck(lambda x: m.field(0.0, x), (xs,), eps=1e-6, atol=1e-5)
+
+
 def _sigma(w):
     return torch.linalg.matrix_norm(w.reshape(w.shape[0], -1).double(), ord=2).item()
 
