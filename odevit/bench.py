@@ -7,18 +7,22 @@ Per config and dtype (fp32, bf16 autocast): training step (forward + backward + 
 the median of timed repetitions after warm-up (with min and max), FLOPs per image counted by
 torch.utils.flop_counter.FlopCounterMode, achieved GFLOP/s over this machine's large-matmul GFLOP/s measured in the
 same run (roofline ratio), training-step memory (CUDA: peak allocated; CPU: bytes of tensors autograd saves +
-parameters, gradients and optimiser state), and a distillation step (teacher forward + student step) vs a scratch
-step.
+parameters, gradients and optimiser state). At the default config also: the ODE-ViT step with each speed-up
+switched on in turn and at half/double batch, the profiler's split of step time into matmul / attention / other
+(what bounds the roofline ratio), and a distillation step (teacher per batch, or its cached CLS states) vs a
+scratch step of the same student. Budget: <= 5 minutes on 2 CPU cores (paper shapes at batch 1 and 3 repetitions
+there).
 """
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import platform
 import statistics
 import time
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 import timm
 import torch
@@ -31,28 +35,49 @@ from .objectives import distill, ode_scratch
 from .pipeline import write_json
 from .report import write_text
 from .schedule import checkpoint_indices
-from .teacher import student_from_teacher
+from .teacher import hidden_states, student_from_teacher
 
 CONFIGS = {  # name: (img, patch, in_chans, D, heads, mlp_ratio, N, batch on CPU, batch on CUDA)
     "default (28/7, D128, r1, N12)": (28, 7, 1, 128, 4, 1.0, 12, 128, 256),
-    "paper Small (224/16, D768, r1, N35)": (224, 16, 3, 768, 12, 1.0, 35, 2, 64),
-    "paper Base (224/16, D768, r4, N35)": (224, 16, 3, 768, 12, 4.0, 35, 2, 32),
+    "paper Small (224/16, D768, r1, N35)": (224, 16, 3, 768, 12, 1.0, 35, 1, 64),
+    "paper Base (224/16, D768, r4, N35)": (224, 16, 3, 768, 12, 4.0, 35, 1, 32),
 }
+DEFAULT = "default (28/7, D128, r1, N12)"
+VIT = "timm ViT (depth = N)"
+
+
+def _clock(fn: Callable[[], Any], device: torch.device) -> float:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    t = time.perf_counter()
+    fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - t
+
+
+def summary(ts: List[float]) -> Dict[str, float]:
+    return {"median_s": statistics.median(ts), "min_s": min(ts), "max_s": max(ts)}
 
 
 def timed(fn: Callable[[], Any], reps: int, warmup: int, device: torch.device) -> Dict[str, float]:
     for _ in range(warmup):
         fn()
-    ts = []
+    return summary([_clock(fn, device) for _ in range(reps)])
+
+
+def timed_together(fns: Dict[str, Callable[[], Any]], reps: int, warmup: int,
+                   device: torch.device) -> Dict[str, Dict[str, float]]:
+    """Time several functions round-robin (a, b, a, b, ...): what is compared shares the machine's slow and fast
+    moments, so the ratios are steadier than the absolute figures on a shared VM."""
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    ts: Dict[str, List[float]] = {k: [] for k in fns}
     for _ in range(reps):
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        t = time.perf_counter()
-        fn()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        ts.append(time.perf_counter() - t)
-    return {"median_s": statistics.median(ts), "min_s": min(ts), "max_s": max(ts)}
+        for k, fn in fns.items():
+            ts[k].append(_clock(fn, device))
+    return {k: summary(v) for k, v in ts.items()}
 
 
 def matmul_roof(device: torch.device, dtype: torch.dtype, n: int = 2048, reps: int = 5) -> float:
@@ -69,140 +94,241 @@ def flops(fn: Callable[[], Any]) -> float:
     return fc.get_total_flops()
 
 
-def train_memory(model: nn.Module, x: torch.Tensor, y: torch.Tensor, device: torch.device, amp: bool) -> float:
-    """MB used by one training step (see module docstring)."""
+def make_pair(spec: tuple, device: torch.device) -> Dict[str, nn.Module]:
+    """ODE-ViT and timm's VisionTransformer with the same D, heads, mlp ratio, tokens and depth = N."""
+    img, patch, C, D, H, r, N = spec[:7]
+    ode = ODEViT(img_size=img, patch_size=patch, in_chans=C, num_classes=10, embed_dim=D, num_heads=H, mlp_ratio=r,
+                 num_steps=N, horizon=12.0)
+    vit = timm.create_model("vit_base_patch16_224", img_size=img, patch_size=patch, in_chans=C, num_classes=10,
+                            embed_dim=D, depth=N, num_heads=H, mlp_ratio=r)
+    return {"ODE-ViT": ode.to(device), VIT: vit.to(device)}
+
+
+def train_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor, device: torch.device,
+               amp: bool) -> Tuple[Callable[[], None], Callable[[], float]]:
+    """(step, memory_step): a training step (forward + backward + AdamW) and one that also returns its memory in
+    MB (CUDA: peak allocated; CPU: bytes autograd saves for backward + parameters, gradients and Adam state)."""
     opt = torch.optim.AdamW(model.parameters(), 1e-4)
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats()
-        base = torch.cuda.memory_allocated()
-    saved = [0]
 
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        saved[0] += t.numel() * t.element_size()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    def step() -> None:
         with torch.autocast(device.type, torch.bfloat16, enabled=amp):
             loss = F.cross_entropy(model(x).float(), y)
-    loss.backward()
-    opt.step()
-    if device.type == "cuda":
-        return (torch.cuda.max_memory_allocated() - base) / 2 ** 20
-    params = sum(p.numel() * p.element_size() for p in model.parameters())
-    return (saved[0] + 4 * params) / 2 ** 20  # saved activations + weights, grads, Adam m and v
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    def memory_step() -> float:
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+            step()
+            return (torch.cuda.max_memory_allocated() - base) / 2 ** 20
+        saved = [0]
+
+        def pack(t: torch.Tensor) -> torch.Tensor:
+            saved[0] += t.numel() * t.element_size()
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            step()
+        params = sum(p.numel() * p.element_size() for p in model.parameters())
+        return (saved[0] + 4 * params) / 2 ** 20  # saved activations + weights, grads, Adam m and v
+
+    return step, memory_step
 
 
-def bench_pair(name: str, spec: tuple, device: torch.device, amp: bool, reps: int) -> List[Dict[str, Any]]:
-    img, patch, C, D, H, r, N, b_cpu, b_gpu = spec
-    B = b_gpu if device.type == "cuda" else b_cpu
-    x = torch.randn(B, C, img, img, device=device)
+def bench_pair(name: str, spec: tuple, device: torch.device, amps: Sequence[bool], reps: int) -> List[Dict[str, Any]]:
+    """Both models of one config in each dtype, timed round-robin; FLOPs per image counted once per model."""
+    B = spec[8] if device.type == "cuda" else spec[7]
+    x = torch.randn(B, spec[2], spec[0], spec[0], device=device)
     y = torch.randint(0, 10, (B,), device=device)
-    ode = ODEViT(img_size=img, patch_size=patch, in_chans=C, num_classes=10, embed_dim=D, num_heads=H, mlp_ratio=r,
-                 num_steps=N, horizon=12.0).to(device)
-    vit = timm.create_model("vit_base_patch16_224", img_size=img, patch_size=patch, in_chans=C, num_classes=10,
-                            embed_dim=D, depth=N, num_heads=H, mlp_ratio=r).to(device)
+    models = make_pair(spec, device)
+    fl = {}
+    for label, model in models.items():
+        fl[label] = flops(lambda: F.cross_entropy(model(x[:1]).float(), y[:1]).backward())
+        model.zero_grad(set_to_none=True)
     rows = []
-    for label, model in (("ODE-ViT", ode), ("timm ViT (depth = N)", vit)):
-        opt = torch.optim.AdamW(model.parameters(), 1e-4)
+    for amp in amps:
+        steps, mem = {}, {}
+        for label, model in models.items():
+            steps[label], memory_step = train_step(model, x, y, device, amp)
+            model.train()
+            mem[label] = memory_step()  # also the warm-up step
+        t_train = timed_together(steps, reps, 0, device)
 
-        def step() -> None:
-            with torch.autocast(device.type, torch.bfloat16, enabled=amp):
-                loss = F.cross_entropy(model(x).float(), y)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+        def infer(model: nn.Module) -> Callable[[], None]:
+            def run() -> None:
+                with torch.no_grad(), torch.autocast(device.type, torch.bfloat16, enabled=amp):
+                    model(x)
+            return run
 
-        def infer() -> None:
-            with torch.no_grad(), torch.autocast(device.type, torch.bfloat16, enabled=amp):
-                model(x)
-
-        model.train()
-        t_train = timed(step, reps, 1, device)
-        model.eval()
-        t_inf = timed(infer, reps, 1, device)
-        model.train()
-        f_train = flops(lambda: F.cross_entropy(model(x[:1]).float(), y[:1]).backward())
-        rows.append({
-            "config": name, "model": label, "dtype": "bf16" if amp else "fp32", "batch": B,
-            "params_m": sum(p.numel() for p in model.parameters()) / 1e6,
-            "train_img_s": B / t_train["median_s"], "train_img_s_min": B / t_train["max_s"],
-            "train_img_s_max": B / t_train["min_s"], "infer_img_s": B / t_inf["median_s"],
-            "infer_img_s_min": B / t_inf["max_s"], "infer_img_s_max": B / t_inf["min_s"],
-            "train_gflop_per_img": f_train / 1e9, "achieved_gflop_s": f_train * B / t_train["median_s"] / 1e9,
-            "train_mem_mb": train_memory(model, x, y, device, amp),
-        })
+        for model in models.values():
+            model.eval()
+        t_inf = timed_together({k: infer(m) for k, m in models.items()}, reps, 1, device)
+        for label, model in models.items():
+            model.train()
+            tt, ti = t_train[label], t_inf[label]
+            rows.append({
+                "config": name, "model": label, "dtype": "bf16" if amp else "fp32", "batch": B,
+                "params_m": sum(p.numel() for p in model.parameters()) / 1e6,
+                "train_img_s": B / tt["median_s"], "train_img_s_min": B / tt["max_s"], "train_img_s_max": B / tt["min_s"],
+                "infer_img_s": B / ti["median_s"], "infer_img_s_min": B / ti["max_s"], "infer_img_s_max": B / ti["min_s"],
+                "train_gflop_per_img": fl[label] / 1e9, "achieved_gflop_s": fl[label] * B / tt["median_s"] / 1e9,
+                "train_mem_mb": mem[label],
+            })
     return rows
 
 
+def speedups(spec: tuple, device: torch.device, reps: int) -> List[Dict[str, Any]]:
+    """ODE-ViT fp32 training step at the default config with each speed-up switched on in turn, and by batch
+    (separate copies of one initialisation, timed round-robin)."""
+    img, patch, C = spec[:3]
+    B0 = spec[8] if device.type == "cuda" else spec[7]
+    ode = make_pair(spec, device)["ODE-ViT"]
+    variants = {"explicit softmax attention, CenterNorm every step": (False, False, B0),
+                "+ fused attention (SDPA)": (True, False, B0),
+                "+ CenterNorm folded into Q/K/V and fc1 (default)": (True, True, B0),
+                "default, batch / 2": (True, True, B0 // 2),
+                "default, batch x 2": (True, True, B0 * 2)}
+    steps = {}
+    for label, (fused, fold, B) in variants.items():
+        m = copy.deepcopy(ode)
+        m.field.attn.fused, m.field.fold = fused, fold
+        x = torch.randn(B, C, img, img, device=device)
+        y = torch.randint(0, 10, (B,), device=device)
+        steps[label] = train_step(m, x, y, device, False)[0]
+    t = timed_together(steps, reps, 1, device)
+    return [{"variant": k, "batch": B, "train_img_s": B / t[k]["median_s"], "train_img_s_min": B / t[k]["max_s"],
+             "train_img_s_max": B / t[k]["min_s"]} for k, (_, _, B) in variants.items()]
+
+
+def time_shares(spec: tuple, device: torch.device) -> Dict[str, Dict[str, float]]:
+    """Share of a default-config fp32 training step's operator time in matmuls, attention kernels and the rest
+    (torch.profiler, 2 steps): what bounds the roofline ratio at this size."""
+    from torch.profiler import ProfilerActivity, profile
+
+    B = spec[8] if device.type == "cuda" else spec[7]
+    x = torch.randn(B, spec[2], spec[0], spec[0], device=device)
+    y = torch.randint(0, 10, (B,), device=device)
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    out = {}
+    for label, model in make_pair(spec, device).items():
+        step = train_step(model, x, y, device, False)[0]
+        step()
+        with profile(activities=acts) as prof:
+            for _ in range(2):
+                step()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        share = {"matmul": 0.0, "attention": 0.0, "other": 0.0}
+        for e in prof.key_averages():
+            t = e.self_device_time_total if device.type == "cuda" else e.self_cpu_time_total
+            kind = ("matmul" if e.key in ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
+                    else "attention" if "scaled_dot_product" in e.key else "other")
+            share[kind] += t
+        total = sum(share.values())
+        out[label] = {k: v / total for k, v in share.items()}
+    return out
+
+
 def bench_distill(spec: tuple, device: torch.device, reps: int) -> Dict[str, Any]:
-    """Distillation step (teacher forward + student step) vs a scratch step, same student."""
-    img, patch, C, D, H, r, N, B, _ = spec
+    """Student step under the scratch objective (CE + JaSMin) vs distillation (MSE + JaSMin + CE) with the teacher
+    run per batch, and with its CLS states read from the once-per-dataset cache (the pipeline's default)."""
+    img, patch, C, D, H, r, N = spec[:7]
+    B = spec[8] if device.type == "cuda" else spec[7]
     teacher = timm.create_model("vit_base_patch16_224", img_size=img, patch_size=patch, in_chans=C, num_classes=10,
                                 embed_dim=D, depth=6, num_heads=H).to(device).eval()
     student = student_from_teacher(teacher, num_steps=N, mlp_ratio=r).to(device)
     c = checkpoint_indices([1.0] * 6, N, mode="uniform")
     x = torch.randn(B, C, img, img, device=device)
     y = torch.randint(0, 10, (B,), device=device)
+    idx = torch.arange(B)
+    with torch.no_grad():
+        cache = torch.stack([s[:, 0] for s in hidden_states(teacher, x)[1:]], 1).float().cpu()  # (B, L, D)
     opt = torch.optim.AdamW([p for p in student.parameters() if p.requires_grad], 1e-4)
-    out = {}
-    for label, obj in (("scratch", ode_scratch(0.1, 1.0, 2)), ("distill", distill(teacher, c, ce_weight=1.0))):
-        def step(obj=obj) -> None:
-            loss, _ = obj(student, x, y, 0)
+
+    def step(obj: Callable) -> Callable[[], None]:
+        def run() -> None:
+            loss, _ = obj(student, x, y, 0, idx)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
+        return run
 
-        out[label] = timed(step, reps, 1, device)
+    out: Dict[str, Any] = timed_together({
+        "scratch": step(ode_scratch(0.1, 1.0, 2)), "distill": step(distill(teacher, c, ce_weight=1.0)),
+        "distill_cached": step(distill(teacher, c, ce_weight=1.0, cache=cache))}, reps, 1, device)
     out["distill_over_scratch"] = out["distill"]["median_s"] / out["scratch"]["median_s"]
+    out["distill_cached_over_scratch"] = out["distill_cached"]["median_s"] / out["scratch"]["median_s"]
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="default config only")
-    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--reps", type=int, default=5, help="timed repetitions (CPU paper shapes: 3)")
     ap.add_argument("--out", default="results/bench")
     args = ap.parse_args()
+    t0 = time.perf_counter()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(0)
     roof = {"fp32": matmul_roof(device, torch.float32), "bf16": matmul_roof(device, torch.bfloat16)}
     rows: List[Dict[str, Any]] = []
     for name, spec in CONFIGS.items():
-        if args.quick and not name.startswith("default"):
+        if args.quick and name != DEFAULT:
             continue
-        reps = args.reps if name.startswith("default") or device.type == "cuda" else 3
-        for amp in (False, True):
-            for r in bench_pair(name, spec, device, amp, reps):
-                r["roof_ratio"] = r["achieved_gflop_s"] / roof[r["dtype"]]
-                rows.append(r)
-                print(f"{r['config']:38s} {r['model']:22s} {r['dtype']}  train {r['train_img_s']:8.1f} img/s  "
-                      f"infer {r['infer_img_s']:8.1f} img/s  roof {r['roof_ratio']:.2f}  mem {r['train_mem_mb']:.0f} MB",
-                      flush=True)
-    dist = bench_distill(CONFIGS["default (28/7, D128, r1, N12)"], device, args.reps)
-    print(f"distillation step / scratch step: {dist['distill_over_scratch']:.2f}", flush=True)
+        reps = args.reps if name == DEFAULT or device.type == "cuda" else 3
+        for r in bench_pair(name, spec, device, (False, True), reps):
+            r["roof_ratio"] = r["achieved_gflop_s"] / roof[r["dtype"]]
+            rows.append(r)
+            print(f"{r['config']:38s} {r['model']:22s} {r['dtype']}  train {r['train_img_s']:8.1f} img/s  "
+                  f"infer {r['infer_img_s']:8.1f} img/s  roof {r['roof_ratio']:.2f}  mem {r['train_mem_mb']:.0f} MB",
+                  flush=True)
+    spec = CONFIGS[DEFAULT]
+    ups = speedups(spec, device, args.reps)
+    shares = time_shares(spec, device)
+    dist = bench_distill(spec, device, args.reps)
+    print(f"distillation step / scratch step: {dist['distill_over_scratch']:.2f} (teacher per batch), "
+          f"{dist['distill_cached_over_scratch']:.2f} (cached teacher states)", flush=True)
     meta = {"device": torch.cuda.get_device_name() if device.type == "cuda" else platform.processor() or "cpu",
             "threads": torch.get_num_threads(), "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
-            "matmul_roof_gflop_s": roof}
-    write_json({"meta": meta, "rows": rows, "distill": dist}, os.path.join(args.out, "bench.json"))
-    write_text(to_markdown(meta, rows, dist), os.path.join(args.out, "bench.md"))
+            "matmul_roof_gflop_s": roof, "wall_s": time.perf_counter() - t0}
+    result = {"meta": meta, "rows": rows, "speedups": ups, "time_shares": shares, "distill": dist}
+    write_json(result, os.path.join(args.out, "bench.json"))
+    write_text(to_markdown(result), os.path.join(args.out, "bench.md"))
+    print(f"wrote {args.out}/bench.json and bench.md ({meta['wall_s']:.0f} s)", flush=True)
 
 
-def to_markdown(meta: Dict[str, Any], rows: List[Dict[str, Any]], dist: Dict[str, Any]) -> str:
+def to_markdown(result: Dict[str, Any]) -> str:
+    meta, rows, dist = result["meta"], result["rows"], result["distill"]
     lines = [f"Machine: {meta['device']}, {meta['threads']} threads, torch {meta['torch']}, {meta['date']}; "
              f"large-matmul roof {meta['matmul_roof_gflop_s']['fp32']:.0f} GFLOP/s fp32, "
-             f"{meta['matmul_roof_gflop_s']['bf16']:.0f} GFLOP/s bf16.", "",
+             f"{meta['matmul_roof_gflop_s']['bf16']:.0f} GFLOP/s bf16; whole run {meta['wall_s']:.0f} s.", "",
              "| config | model | dtype | batch | params (M) | train img/s (min–max) | infer img/s | GFLOP/img (train) "
              "| roof ratio | train mem (MB) | ODE/ViT train |", "|" + "---|" * 11]
     by = {(r["config"], r["dtype"], r["model"]): r for r in rows}
     for r in rows:
-        other = by.get((r["config"], r["dtype"], "timm ViT (depth = N)"))
+        other = by.get((r["config"], r["dtype"], VIT))
         ratio = f"{r['train_img_s'] / other['train_img_s']:.2f}" if r["model"] == "ODE-ViT" and other else ""
         lines.append(f"| {r['config']} | {r['model']} | {r['dtype']} | {r['batch']} | {r['params_m']:.2f} | "
                      f"{r['train_img_s']:.1f} ({r['train_img_s_min']:.1f}–{r['train_img_s_max']:.1f}) | "
                      f"{r['infer_img_s']:.1f} | {r['train_gflop_per_img']:.2f} | {r['roof_ratio']:.2f} | "
                      f"{r['train_mem_mb']:.0f} | {ratio} |")
-    lines += ["", f"Distillation step (teacher forward + student step) / scratch step, default config: "
-                  f"{dist['distill_over_scratch']:.2f}"]
+    if result.get("speedups"):
+        lines += ["", "ODE-ViT training step, default config, fp32:", "",
+                  "| variant | batch | train img/s (min–max) |", "|---|---|---|"]
+        lines += [f"| {u['variant']} | {u['batch']} | {u['train_img_s']:.1f} ({u['train_img_s_min']:.1f}–"
+                  f"{u['train_img_s_max']:.1f}) |" for u in result["speedups"]]
+    if result.get("time_shares"):
+        lines += ["", "Where a default-config fp32 training step spends its operator time (torch.profiler):", "",
+                  "| model | matmul | attention kernel | other (norms, GELU, adds, copies, optimiser) |", "|---|---|---|---|"]
+        lines += [f"| {k} | {v['matmul']:.0%} | {v['attention']:.0%} | {v['other']:.0%} |"
+                  for k, v in result["time_shares"].items()]
+    lines += ["", "Distillation step (MSE + JaSMin + CE) / scratch step (CE + JaSMin), same student, default config: "
+                  f"{dist['distill_over_scratch']:.2f} with the teacher run per batch, "
+                  f"{dist['distill_cached_over_scratch']:.2f} with its CLS states cached once per dataset (pipeline "
+                  "default when augmentation is off)."]
     return "\n".join(lines)
 
 

@@ -3,19 +3,27 @@ import torch
 
 from odevit import bench
 
+SPEC = (8, 4, 1, 16, 2, 1.0, 2, 4, 4)
 
-def test_bench_pair_and_markdown(monkeypatch):
-    spec = (8, 4, 1, 16, 2, 1.0, 2, 4, 4)
-    rows = bench.bench_pair("tiny", spec, torch.device("cpu"), amp=False, reps=1)
-    assert {r["model"] for r in rows} == {"ODE-ViT", "timm ViT (depth = N)"}
+
+def test_bench_pair_and_markdown():
+    rows = bench.bench_pair("tiny", SPEC, torch.device("cpu"), amps=(False, True), reps=1)
+    assert [(r["model"], r["dtype"]) for r in rows] == [("ODE-ViT", "fp32"), (bench.VIT, "fp32"),
+                                                        ("ODE-ViT", "bf16"), (bench.VIT, "bf16")]
     for r in rows:
         assert r["train_img_s"] > 0 and r["train_gflop_per_img"] > 0 and r["train_mem_mb"] > 0
-    # equal FLOPs by construction: same tokens, width, mlp ratio, depth = N (the ViT has biases and its norms)
-    f_ode, f_vit = (r["train_gflop_per_img"] for r in rows)
-    assert abs(f_ode - f_vit) / f_vit < 0.1
-    meta = {"device": "cpu", "threads": 1, "torch": torch.__version__, "date": "x",
-            "matmul_roof_gflop_s": {"fp32": 1.0, "bf16": 1.0}}
-    for r in rows:
         r["roof_ratio"] = 0.1
-    md = bench.to_markdown(meta, rows, {"distill_over_scratch": 1.1})
-    assert "| tiny | ODE-ViT | fp32 |" in md and "1.10" in md
+    # equal FLOPs by construction: same tokens, width, mlp ratio, depth = N (the ViT has biases and its norms)
+    f_ode, f_vit = rows[0]["train_gflop_per_img"], rows[1]["train_gflop_per_img"]
+    assert abs(f_ode - f_vit) / f_vit < 0.1
+    ups = bench.speedups(SPEC, torch.device("cpu"), reps=1)
+    assert [u["batch"] for u in ups] == [4, 4, 4, 2, 8] and all(u["train_img_s"] > 0 for u in ups)
+    shares = bench.time_shares(SPEC, torch.device("cpu"))
+    for v in shares.values():
+        assert abs(sum(v.values()) - 1) < 1e-9 and v["matmul"] > 0 and v["attention"] > 0
+    dist = bench.bench_distill(SPEC[:6] + (6,) + SPEC[7:], torch.device("cpu"), reps=1)  # N >= 6 teacher layers
+    meta = {"device": "cpu", "threads": 1, "torch": torch.__version__, "date": "x", "wall_s": 1.0,
+            "matmul_roof_gflop_s": {"fp32": 1.0, "bf16": 1.0}}
+    md = bench.to_markdown({"meta": meta, "rows": rows, "speedups": ups, "time_shares": shares,
+                            "distill": dict(dist, distill_over_scratch=1.1)})
+    assert "| tiny | ODE-ViT | fp32 |" in md and "1.10 with the teacher" in md and "| + fused attention" in md
