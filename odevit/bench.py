@@ -216,19 +216,22 @@ def time_shares(spec: tuple, device: torch.device) -> Dict[str, Dict[str, float]
     for label, model in make_pair(spec, device).items():
         step = train_step(model, x, y, device, False)[0]
         step()
-        with profile(activities=acts) as prof:
+        with profile(activities=acts, with_flops=True) as prof:
             for _ in range(2):
                 step()
         if device.type == "cuda":
             torch.cuda.synchronize()
         share = {"matmul": 0.0, "attention": 0.0, "other": 0.0}
+        mm_flops = 0
         for e in prof.key_averages():
             t = e.self_device_time_total if device.type == "cuda" else e.self_cpu_time_total
             kind = ("matmul" if e.key in ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
                     else "attention" if "scaled_dot_product" in e.key else "other")
             share[kind] += t
+            mm_flops += e.flops if kind == "matmul" else 0
         total = sum(share.values())
         out[label] = {k: v / total for k, v in share.items()}
+        out[label]["matmul_gflop_s"] = mm_flops / max(share["matmul"], 1e-9) / 1e3  # flops per microsecond / 1e3
     return out
 
 
@@ -288,6 +291,8 @@ def main() -> None:
     spec = CONFIGS[DEFAULT]
     ups = speedups(spec, device, args.reps)
     shares = time_shares(spec, device)
+    for v in shares.values():
+        v["matmul_roof_ratio"] = v["matmul_gflop_s"] / roof["fp32"]
     dist = bench_distill(spec, device, args.reps)
     print(f"distillation step / scratch step: {dist['distill_over_scratch']:.2f} (teacher per batch), "
           f"{dist['distill_cached_over_scratch']:.2f} (cached teacher states)", flush=True)
@@ -322,8 +327,10 @@ def to_markdown(result: Dict[str, Any]) -> str:
                   f"{u['train_img_s_max']:.1f}) |" for u in result["speedups"]]
     if result.get("time_shares"):
         lines += ["", "Where a default-config fp32 training step spends its operator time (torch.profiler):", "",
-                  "| model | matmul | attention kernel | other (norms, GELU, adds, copies, optimiser) |", "|---|---|---|---|"]
-        lines += [f"| {k} | {v['matmul']:.0%} | {v['attention']:.0%} | {v['other']:.0%} |"
+                  "| model | matmul | attention kernel | other (norms, GELU, adds, copies, optimiser) "
+                  "| the matmuls alone: GFLOP/s (of the roof) |", "|---|---|---|---|---|"]
+        lines += [f"| {k} | {v['matmul']:.0%} | {v['attention']:.0%} | {v['other']:.0%} | "
+                  f"{v['matmul_gflop_s']:.0f} ({v.get('matmul_roof_ratio', float('nan')):.2f}) |"
                   for k, v in result["time_shares"].items()]
     lines += ["", "Distillation step (MSE + JaSMin + CE) / scratch step (CE + JaSMin), same student, default config: "
                   f"{dist['distill_over_scratch']:.2f} with the teacher run per batch, "

@@ -49,15 +49,20 @@ class Optim:
 
 
 @dataclass
-class Teacher(Optim):
+class Arch:
+    """Tokens and width of a model trained from scratch (a distilled student takes them from its teacher)."""
+    patch_size: int = 7
+    embed_dim: int = 128
+    num_heads: int = 4
+
+
+@dataclass
+class Teacher(Optim, Arch):
     name: str = "vit_tiny_patch16_224"  # any timm VisionTransformer
     pretrained: bool = False
     weights_file: Optional[str] = None
     linear_probe: bool = False  # train only the head (for pretrained teachers)
-    patch_size: int = 7
-    embed_dim: int = 128
     depth: int = 6
-    num_heads: int = 4
     mlp_ratio: float = 4.0
 
 
@@ -77,10 +82,7 @@ class ODE:
 
 
 @dataclass
-class Scratch(Optim, ODE):
-    patch_size: int = 7
-    embed_dim: int = 128
-    num_heads: int = 4
+class Scratch(Optim, ODE, Arch):
     horizon: float = 6.0
 
 
