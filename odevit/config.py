@@ -24,6 +24,7 @@ class ConfigError(ValueError):
 class Base:
     seed: int = 0
     device: str = "auto"
+    precision: str = "auto"  # auto = bf16 autocast on CUDA, fp32 on CPU | fp32 | bf16
     dataset: str = "fashion_mnist"
     data_root: str = "data"
     image_size: int = 28
@@ -128,7 +129,7 @@ class Dynamics:
 SCHEMAS = {"base": Base, "teacher": Teacher, "scratch": Scratch, "distill": Distill, "ablations": Ablations,
            "dynamics": Dynamics}
 CHOICES = {
-    "dataset": sorted(INFO), "device": ["auto", "cpu", "cuda"], "solver": sorted(SOLVERS),
+    "dataset": sorted(INFO), "device": ["auto", "cpu", "cuda"], "precision": ["auto", "fp32", "bf16"], "solver": sorted(SOLVERS),
     "norm": ["centernorm", "layernorm"], "normalize": ["dataset", "imagenet", "half"],
     "schedule": ["softmax", "uniform"], "distance_tokens": ["cls", "all"], "mse_tokens": ["cls", "all"],
 }

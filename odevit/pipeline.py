@@ -22,6 +22,13 @@ from .schedule import checkpoint_indices, layer_distances
 from .teacher import create_teacher, hidden_states, student_from_teacher
 
 
+def setup(base: Base) -> torch.device:
+    """Start of every stage: seed everything, apply `base.precision`, return the device of `base.device`."""
+    train.seed_everything(base.seed)
+    train.set_precision(base.precision)
+    return train.resolve_device(base.device)
+
+
 def loaders(base: Base, augment: bool = False, train_limit: Optional[int] = None) -> Tuple[data.Loader, data.Loader]:
     """(train, test) loaders of the base block's dataset."""
     tr = data.load_split(base.dataset, "train", base.data_root, synthetic_size=base.synthetic_size, seed=base.seed)

@@ -26,7 +26,7 @@ def run(stage: str, params_file: str = "params.yaml") -> None:
     if b.batch_size % world:
         raise config.ConfigError(f"params.yaml: base.batch_size = {b.batch_size} is the global batch; it must be a "
                                  f"multiple of the {world} processes")
-    train.seed_everything(b.seed)
+    pipeline.setup(b)
     if stage == "02_teacher":
         tr, te = pipeline.loaders(b, augment=cfg["teacher"].augment)
         pipeline.fit_teacher(pipeline.build_teacher(b, cfg["teacher"]), b, cfg["teacher"], tr, te)

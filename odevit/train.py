@@ -54,9 +54,22 @@ def resolve_device(name: str = "auto") -> torch.device:
     return torch.device(name)
 
 
+PRECISION = "auto"  # process-wide, like torch.set_float32_matmul_precision; set by set_precision / pipeline.setup
+
+
+def set_precision(name: str) -> None:
+    """'auto' = bf16 autocast on CUDA and fp32 on CPU (on the 2-core CPU we measured, bf16 trains 4-6x slower:
+    `python -m odevit.bench`), 'fp32' everywhere, or 'bf16' autocast everywhere."""
+    global PRECISION
+    if name not in ("auto", "fp32", "bf16"):
+        raise ValueError(f"precision: '{name}' is not one of ['auto', 'fp32', 'bf16']")
+    PRECISION = name
+
+
 def autocast(device: torch.device):
-    """bf16 autocast on CUDA; fp32 on CPU (bf16 was slower on the 2-core CPU we measured)."""
-    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
+    """The autocast context of the current precision policy (training, evaluation, teacher caches)."""
+    bf16 = PRECISION == "bf16" or (PRECISION == "auto" and device.type == "cuda")
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16)
 
 
 def lr_factor(step: int, total: int, warmup_steps: int, cycles: int = 1) -> float:

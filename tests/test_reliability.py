@@ -24,6 +24,7 @@ BAD = [  # (stage, block, key, value, expected message fragment)
     ("02_teacher", "teacher", "lr", -1.0, "teacher.lr = -1.0 must be > 0"),
     ("01_data", "base", "dataset", "mnist", "base.dataset = 'mnist' is not one of"),
     ("01_data", "base", "device", "tpu", "base.device = 'tpu' is not one of"),
+    ("02_teacher", "base", "precision", "fp16", "base.precision = 'fp16' is not one of ['auto', 'fp32', 'bf16']"),
     ("01_data", "base", "channels", 2, "base.channels = 2 for 1-channel fashion_mnist"),
     ("02_teacher", "base", "image_size", 4, "base.image_size = 4 is smaller than teacher.patch_size 7"),
     ("03_ode_scratch", "scratch", "num_steps", 0, "scratch.num_steps = 0 must be > 0"),

@@ -42,6 +42,19 @@ def test_tiny_training_is_deterministic_and_checkpoints(tmp_path):
     train.load_weights(m1, str(tmp_path / "a" / "best.pt"))
 
 
+def test_precision_policy_sets_autocast():
+    a, cpu = torch.randn(4, 4), torch.device("cpu")
+    try:
+        for name, dtype in (("auto", torch.float32), ("fp32", torch.float32), ("bf16", torch.bfloat16)):
+            train.set_precision(name)
+            with train.autocast(cpu):
+                assert (a @ a).dtype == dtype, name  # auto: fp32 on CPU (bf16 on CUDA)
+        with pytest.raises(ValueError, match="precision: 'fp16' is not one of"):
+            train.set_precision("fp16")
+    finally:
+        train.set_precision("auto")
+
+
 def test_config_errors_name_key_value_and_allowed():
     with pytest.raises(config.ConfigError, match=r"distill.solvr is not a known key \(allowed: .*solver"):
         config.parse("distill", {"solvr": "rk4"})
