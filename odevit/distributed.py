@@ -82,12 +82,17 @@ class _Dispatch(nn.Module):
 
 class Replica:
     """What an objective sees under torchrun: `replica(x)` and `replica.method(...)` run through
-    DistributedDataParallel; other attributes are the model's own. Rebuild after the trainable set changes."""
+    DistributedDataParallel; other attributes are the model's own. DDP reduces the parameters that were trainable
+    when it was built: `stale()` says the trainable set has changed since (then build a new Replica)."""
 
     def __init__(self, model: nn.Module, device: torch.device):
         self.model = model
+        self.trainable = [id(p) for p in model.parameters() if p.requires_grad]
         ids = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else None
         self.ddp = DistributedDataParallel(_Dispatch(model), device_ids=ids, find_unused_parameters=True)
+
+    def stale(self) -> bool:
+        return self.trainable != [id(p) for p in self.model.parameters() if p.requires_grad]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.ddp("forward", *args, **kwargs)

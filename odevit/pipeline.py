@@ -44,7 +44,7 @@ def loaders(base: Base, augment: bool = False, train_limit: Optional[int] = None
 def train_config(base: Base, cfg: Optim) -> train.TrainConfig:
     """The optimiser/schedule part of a stage block, with the base block's device and seed."""
     return train.TrainConfig(epochs=cfg.epochs, lr=cfg.lr, weight_decay=cfg.weight_decay, warmup=cfg.warmup,
-                       cycles=cfg.cycles, clip=cfg.clip, device=base.device, seed=base.seed)
+                             cycles=cfg.cycles, clip=cfg.clip, device=base.device, seed=base.seed)
 
 
 def distill_objective(teacher: nn.Module, checkpoints: Sequence[int], cfg: Distill,
@@ -66,7 +66,7 @@ def teacher_cache(teacher: nn.Module, loader: data.Loader, cfg: Distill, device:
     t0 = time.perf_counter()
     cache = objectives.teacher_cls_cache(teacher, loader, device)
     if distributed.is_main():
-            print(f"teacher CLS states cached: {tuple(cache.shape)}, {cache.numel() * 4 / 2**20:.0f} MB, "
+        print(f"teacher CLS states cached: {tuple(cache.shape)}, {cache.numel() * 4 / 2**20:.0f} MB, "
               f"{time.perf_counter() - t0:.0f}s", flush=True)
     return cache
 

@@ -223,9 +223,8 @@ def fit(
         ps = [p for p in model.parameters() if p.requires_grad]
         opt.param_groups[0]["params"] = [p for p in ps if p.ndim >= 2]
         opt.param_groups[1]["params"] = [p for p in ps if p.ndim < 2]
-        if world > 1 and (replica is model or [id(p) for p in ps] != replica.trainable):
-            replica = distributed.Replica(model, device)  # DDP reduces the parameters trainable when it is built
-            replica.trainable = [id(p) for p in ps]
+        if world > 1 and (replica is model or replica.stale()):
+            replica = distributed.Replica(model, device)
         return ps
 
     last_path = os.path.join(out_dir, "last.pt") if out_dir else None
