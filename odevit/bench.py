@@ -22,7 +22,7 @@ import os
 import platform
 import statistics
 import time
-from typing import Any, Callable, Dict, List, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import timm
 import torch
@@ -94,6 +94,16 @@ def flops(fn: Callable[[], Any]) -> float:
     return fc.get_total_flops()
 
 
+def batch_size(spec: tuple, device: torch.device) -> int:
+    return spec[8] if device.type == "cuda" else spec[7]
+
+
+def batch(spec: tuple, device: torch.device, size: Optional[int] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Random images and labels of a config: `size` or the config's batch for this device."""
+    B = size or batch_size(spec, device)
+    return torch.randn(B, spec[2], spec[0], spec[0], device=device), torch.randint(0, 10, (B,), device=device)
+
+
 def make_pair(spec: tuple, device: torch.device) -> Dict[str, nn.Module]:
     """ODE-ViT and timm's VisionTransformer with the same D, heads, mlp ratio, tokens and depth = N."""
     img, patch, C, D, H, r, N = spec[:7]
@@ -140,9 +150,8 @@ def train_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor, device: torch
 
 def bench_pair(name: str, spec: tuple, device: torch.device, amps: Sequence[bool], reps: int) -> List[Dict[str, Any]]:
     """Both models of one config in each dtype, timed round-robin; FLOPs per image counted once per model."""
-    B = spec[8] if device.type == "cuda" else spec[7]
-    x = torch.randn(B, spec[2], spec[0], spec[0], device=device)
-    y = torch.randint(0, 10, (B,), device=device)
+    x, y = batch(spec, device)
+    B = len(x)
     models = make_pair(spec, device)
     fl = {}
     for label, model in models.items():
@@ -183,8 +192,7 @@ def bench_pair(name: str, spec: tuple, device: torch.device, amps: Sequence[bool
 def speedups(spec: tuple, device: torch.device, reps: int) -> List[Dict[str, Any]]:
     """ODE-ViT fp32 training step at the default config with each speed-up switched on in turn, and by batch
     (separate copies of one initialisation, timed round-robin)."""
-    img, patch, C = spec[:3]
-    B0 = spec[8] if device.type == "cuda" else spec[7]
+    B0 = batch_size(spec, device)
     ode = make_pair(spec, device)["ODE-ViT"]
     variants = {"explicit softmax attention, CenterNorm every step": (False, False, B0),
                 "+ fused attention (SDPA)": (True, False, B0),
@@ -195,9 +203,7 @@ def speedups(spec: tuple, device: torch.device, reps: int) -> List[Dict[str, Any
     for label, (fused, fold, B) in variants.items():
         m = copy.deepcopy(ode)
         m.field.attn.fused, m.field.fold = fused, fold
-        x = torch.randn(B, C, img, img, device=device)
-        y = torch.randint(0, 10, (B,), device=device)
-        steps[label] = train_step(m, x, y, device, False)[0]
+        steps[label] = train_step(m, *batch(spec, device, B), device, False)[0]
     t = timed_together(steps, reps, 1, device)
     return [{"variant": k, "batch": B, "train_img_s": B / t[k]["median_s"], "train_img_s_min": B / t[k]["max_s"],
              "train_img_s_max": B / t[k]["min_s"]} for k, (_, _, B) in variants.items()]
@@ -208,9 +214,7 @@ def time_shares(spec: tuple, device: torch.device) -> Dict[str, Dict[str, float]
     (torch.profiler, 2 steps): what bounds the roofline ratio at this size."""
     from torch.profiler import ProfilerActivity, profile
 
-    B = spec[8] if device.type == "cuda" else spec[7]
-    x = torch.randn(B, spec[2], spec[0], spec[0], device=device)
-    y = torch.randint(0, 10, (B,), device=device)
+    x, y = batch(spec, device)
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     out = {}
     for label, model in make_pair(spec, device).items():
@@ -239,14 +243,12 @@ def bench_distill(spec: tuple, device: torch.device, reps: int) -> Dict[str, Any
     """Student step under the scratch objective (CE + JaSMin) vs distillation (MSE + JaSMin + CE) with the teacher
     run per batch, and with its CLS states read from the once-per-dataset cache (the pipeline's default)."""
     img, patch, C, D, H, r, N = spec[:7]
-    B = spec[8] if device.type == "cuda" else spec[7]
     teacher = timm.create_model("vit_base_patch16_224", img_size=img, patch_size=patch, in_chans=C, num_classes=10,
                                 embed_dim=D, depth=6, num_heads=H).to(device).eval()
     student = student_from_teacher(teacher, num_steps=N, mlp_ratio=r).to(device)
     c = checkpoint_indices([1.0] * 6, N, mode="uniform")
-    x = torch.randn(B, C, img, img, device=device)
-    y = torch.randint(0, 10, (B,), device=device)
-    idx = torch.arange(B)
+    x, y = batch(spec, device)
+    idx = torch.arange(len(x))
     with torch.no_grad():
         cache = torch.stack([s[:, 0] for s in hidden_states(teacher, x)[1:]], 1).float().cpu()  # (B, L, D)
     opt = torch.optim.AdamW([p for p in student.parameters() if p.requires_grad], 1e-4)

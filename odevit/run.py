@@ -26,7 +26,7 @@ def run(stage: str, params_file: str = "params.yaml") -> None:
     if b.batch_size % world:
         raise config.ConfigError(f"params.yaml: base.batch_size = {b.batch_size} is the global batch; it must be a "
                                  f"multiple of the {world} processes")
-    pipeline.setup(b)
+    device = pipeline.setup(b)  # seed, precision, device
     if stage == "02_teacher":
         tr, te = pipeline.loaders(b, augment=cfg["teacher"].augment)
         pipeline.fit_teacher(pipeline.build_teacher(b, cfg["teacher"]), b, cfg["teacher"], tr, te)
@@ -35,7 +35,6 @@ def run(stage: str, params_file: str = "params.yaml") -> None:
         pipeline.fit_scratch(pipeline.build_scratch(b, cfg["scratch"]), b, cfg["scratch"], tr, te)
     else:
         t, d = cfg["teacher"], cfg["distill"]
-        device = train.resolve_device(b.device)
         tr, te = pipeline.loaders(b, augment=d.augment)
         teacher = train.load_weights(pipeline.build_teacher(b, t), f"{pipeline.TEACHER_CKPT}/best.pt").to(device).eval()
         c = pipeline.schedule(pipeline.teacher_distances(teacher, tr, d.distance_batches, d.distance_tokens, device), d)
