@@ -240,3 +240,120 @@ def adaptive_forward(model: ODEViT, x: torch.Tensor, eps: float, stable: int = 0
         if active.numel() == 0:
             break
     return logits, used
+
+
+# ------------------------------------------------------------------- Proposition 1 with a measured Lipschitz constant
+def jacobian_sigma_max(f: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, iters: int = 20,
+                       seed: int = 0) -> torch.Tensor:
+    """Largest singular value of the Jacobian of f at x, per sample (f acts on each sample of x (B, ...)
+    independently), by power iteration on J^T J with jvp and vjp. A lower bound on f's Lipschitz constant
+    near x (the supremum of sigma_max over a region is the constant there). Returns (B,)."""
+    from torch.func import vjp
+
+    g = torch.Generator().manual_seed(seed)
+    v = torch.randn(x.shape, generator=g, dtype=x.dtype).to(x.device)
+    v = v / v.flatten(1).norm(dim=1).view(-1, *[1] * (x.dim() - 1))
+    _, pullback = vjp(f, x)
+    sigma = torch.zeros(x.shape[0], dtype=x.dtype, device=x.device)
+    for _ in range(iters):
+        _, u = jvp(f, (x,), (v,))  # J v
+        sigma = u.flatten(1).norm(dim=1)
+        (w,) = pullback(u)  # J^T J v
+        v = w / w.flatten(1).norm(dim=1).clamp_min(1e-30).view(-1, *[1] * (x.dim() - 1))
+    return sigma.detach()
+
+
+def field_fn(model: ODEViT) -> Callable[[torch.Tensor], torch.Tensor]:
+    """psi(X) = F(X) + G(X) of a model, as a function of the state only."""
+    return lambda x: model.field(None, x)
+
+
+def mlp_lipschitz_upper(model: ODEViT) -> float:
+    """An upper bound on the Lipschitz constant of F from the weights: Lip(CenterNorm) * ||W1|| * max|GELU'| *
+    ||W2||, with Lip(CenterNorm) = max|gamma| * D/(D-1) (centring is a projection, norm 1) and max GELU' = 1.129.
+    (G has no such bound: dot-product attention is not globally Lipschitz, Kim et al. 2021.)"""
+    f = model.field
+    from .layers import CenterNorm
+
+    n = f.norm2
+    lip_norm = float(n.weight.detach().abs().max()) * n.scale if isinstance(n, CenterNorm) else math.inf
+    w1 = torch.linalg.matrix_norm(f.mlp.fc1.weight.detach().double(), ord=2).item()
+    w2 = torch.linalg.matrix_norm(f.mlp.fc2.weight.detach().double(), ord=2).item()
+    return lip_norm * w1 * 1.1289 * w2
+
+
+@torch.no_grad()
+def prop1_per_step(model: ODEViT, x0: torch.Tensor, lipschitz: Optional[float] = None, iters: int = 20,
+                   rtol: float = 1e-7, atol: float = 1e-7) -> Dict[str, np.ndarray]:
+    """Proposition 1 at every step n of explicit Euler (X_{n+1} = X_n + h psi(X_n)) with the model's N and h:
+        error_n = ||X_n - X(t_n)||   (X(t) by dopri5 in float64 at every t_n)
+        bound_n = (e^{L t_n} - 1) / (2 L) * h * M,   M = sup_t ||X''(t)||,  X'' = J_psi(X) psi(X) (exact, by jvp)
+    L per sample = the largest sigma_max(J_psi) met along its reference and Euler states (power iteration: a
+    measured lower bound on the local Lipschitz constant), or the given `lipschitz`. M is the largest ||X''||
+    over the same states. Returns per-sample arrays: error (B, N+1), bound (B, N+1), L (B,), M (B,)."""
+    from torchdiffeq import odeint
+
+    from .solvers import get_solver
+
+    N, T = model.num_steps, model.horizon
+    h = T / N
+    with explicit_attention(model):
+        field = model.field.double()
+        try:
+            x0 = x0.double()
+            t = torch.linspace(0.0, T, N + 1, dtype=torch.float64, device=x0.device)
+            ref = odeint(field, x0, t, method="dopri5", rtol=rtol, atol=atol)  # (N+1, B, T, D)
+            euler = get_solver("parallel").integrate(field, x0, N, T)
+            psi = field_fn(model)
+            L = torch.zeros(x0.shape[0], dtype=torch.float64, device=x0.device)
+            M = torch.zeros_like(L)
+            for X in list(ref) + list(euler):
+                with torch.enable_grad():
+                    L = torch.maximum(L, jacobian_sigma_max(psi, X, iters))
+                _, acc = jvp(psi, (X,), (psi(X),))  # X'' = J psi
+                M = torch.maximum(M, acc.flatten(1).norm(dim=1))
+            err = torch.stack([(e - r).flatten(1).norm(dim=1) for e, r in zip(euler, ref)], 1)  # (B, N+1)
+            Lb = L if lipschitz is None else torch.full_like(L, float(lipschitz))
+            bound = torch.expm1(Lb[:, None] * t[None]) / (2 * Lb[:, None]) * h * M[:, None]
+        finally:
+            model.field.float()
+    return {"error": err.float().cpu().numpy(), "bound": bound.float().cpu().numpy(), "L": L.cpu().numpy(),
+            "M": M.cpu().numpy(), "t": t.cpu().numpy()}
+
+
+# ------------------------------------------------------------------------------- per-sample exponents, fidelity
+@torch.no_grad()
+def lyapunov_table(model: ODEViT, loader: Iterable, device: torch.device) -> "pd.DataFrame":
+    """Per test image: label, prediction correct?, largest finite-time CLS exponent (`cls_lyapunov`)."""
+    import pandas as pd
+
+    rows = []
+    for x, y in loader:
+        x = x.to(device)
+        pred = model(x).argmax(-1).cpu()
+        lam = cls_lyapunov(model, model.embed(x)).cpu()
+        rows += [{"label": int(t), "correct": bool(p == t), "lyapunov": float(l)} for t, p, l in zip(y, pred, lam)]
+    return pd.DataFrame(rows)
+
+
+@torch.no_grad()
+def relative_fidelity(student: ODEViT, teacher: nn.Module, loader: Iterable, checkpoints: Sequence[int],
+                      device: torch.device) -> Dict[str, List[float]]:
+    """Per checkpoint l (means over the loader's images, CLS token):
+        student: ||X_{c_l} - h_l|| / ||h_l||     teacher's own step: ||h_l - h_{l-1}|| / ||h_l||
+    A student whose relative distance is well below the teacher's relative step passes through h_l more closely
+    than the teacher's neighbouring layer does."""
+    from .teacher import hidden_states
+
+    rel_s, rel_t, n = 0.0, 0.0, 0
+    for x, _ in loader:
+        x = x.to(device)
+        states = student.forward_intermediates(x)["states"]
+        hs = hidden_states(teacher, x)
+        norm = torch.stack([h[:, 0].norm(dim=-1) for h in hs[1:]], 1)  # (B, L)
+        ds = torch.stack([(states[c][:, 0] - h[:, 0]).norm(dim=-1) for c, h in zip(checkpoints, hs[1:])], 1)
+        dt = torch.stack([(b[:, 0] - a[:, 0]).norm(dim=-1) for a, b in zip(hs[:-1], hs[1:])], 1)
+        rel_s = rel_s + (ds / norm).sum(0)
+        rel_t = rel_t + (dt / norm).sum(0)
+        n += x.shape[0]
+    return {"student": (rel_s / n).tolist(), "teacher_step": (rel_t / n).tolist()}

@@ -90,7 +90,7 @@ class Scratch(Optim, ODE, Arch):
 @dataclass
 class Distill(Optim, ODE):
     tau: float = 30.0
-    schedule: str = "softmax"  # or 'uniform'
+    schedule: str = "softmax"  # paper | 'softmax_min1' (every layer >= 1 step) | 'uniform'
     distance_tokens: str = "cls"  # or 'all'
     distance_batches: int = 8
     mse_tokens: str = "cls"
@@ -104,36 +104,41 @@ class Distill(Optim, ODE):
 
 
 @dataclass
-class Ablations:
-    epochs: int = 1
-    train_limit: int = 15000
-    variants: Dict[str, Dict[str, Any]] = field(default_factory=dict)  # name -> overrides of the distill block
-    robustness_steps: List[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32, 48])
-    robustness_test_limit: int = 2000  # test images for the robustness curves (every model)
+class Study:
+    """Seeds x cells. Every cell is a distilled student (or, with `free: true`, the same architecture trained from
+    scratch) whose distill block gets the cell's overrides; every (cell, seed) is one cached DVC stage."""
+    seeds: List[int] = field(default_factory=lambda: [0, 1, 2])
+    train_limit: int = 0  # training images of every cell (0 = the whole split)
+    cells: Dict[str, Dict[str, Any]] = field(default_factory=lambda: {"ref": {}, "free": {"free": True}})
+    reference: str = "ref"  # the cell every ablation is compared with
+    robustness_steps: List[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 24, 48])
+    robustness_test_limit: int = 2000  # test images for every cell's Acc@1-vs-N curve
 
 
 @dataclass
 class Dynamics:
-    test_limit: int = 1000  # test images for the per-sample analyses (Lyapunov); distances/halting use all
+    cells: List[str] = field(default_factory=lambda: ["ref", "jasmin_off"])  # study cells analysed (every seed)
+    test_limit: int = 2000  # test images for the per-sample CLS exponent vs correctness
     spectrum_samples: int = 2  # images for the QR (Benettin) spectrum of the full state
     spectrum_k: int = 8
-    bound_samples: int = 16
-    bound_steps: List[int] = field(default_factory=lambda: [2, 4, 8, 16, 32, 64])
-    lipschitz: float = 0.5  # L in the Euler bound (the softmax-Jacobian bound used by the paper's code)
+    bound_samples: int = 16  # images for Prop. 1 (dopri5 reference, Jacobian power iteration)
+    bound_steps: List[int] = field(default_factory=lambda: [2, 4, 8, 16, 32, 64])  # N of the convergence-order fit
+    lipschitz: float = 0.5  # the L the published code puts in the bound (compared with the measured one)
+    power_iters: int = 20  # power iterations per state for sigma_max of the Jacobian of psi
     attention_images: int = 4
     pca_samples: int = 200
     halting_rel_eps: List[float] = field(default_factory=lambda: [0.0, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0])  # x median increment
     halting_stable: int = 3  # also halt once the prediction is unchanged for this many steps (0 = off)
 
 
-SCHEMAS = {"base": Base, "teacher": Teacher, "scratch": Scratch, "distill": Distill, "ablations": Ablations,
+SCHEMAS = {"base": Base, "teacher": Teacher, "scratch": Scratch, "distill": Distill, "study": Study,
            "dynamics": Dynamics}
 CHOICES = {
     "dataset": sorted(INFO), "device": ["auto", "cpu", "cuda"], "precision": ["auto", "fp32", "bf16"], "solver": sorted(SOLVERS),
     "norm": ["centernorm", "layernorm"], "normalize": ["dataset", "imagenet", "half"],
-    "schedule": ["softmax", "uniform"], "distance_tokens": ["cls", "all"], "mse_tokens": ["cls", "all"],
+    "schedule": ["softmax", "softmax_min1", "uniform"], "distance_tokens": ["cls", "all"], "mse_tokens": ["cls", "all"],
 }
-POSITIVE = {"lipschitz", "spectrum_k", "spectrum_samples", "bound_samples", "num_steps", "epochs", "lr", "tau", "mlp_ratio", "batch_size", "eval_batch_size", "image_size", "patch_size",
+POSITIVE = {"lipschitz", "power_iters", "spectrum_k", "spectrum_samples", "bound_samples", "num_steps", "epochs", "lr", "tau", "mlp_ratio", "batch_size", "eval_batch_size", "image_size", "patch_size",
             "embed_dim", "num_heads", "depth", "channels", "distance_batches", "horizon", "jasmin_k", "cycles"}
 
 
@@ -200,18 +205,20 @@ def load(block: str, values: Optional[Dict[str, Any]] = None, params_file: str =
 
 def merged(base: Any, **overrides: Any) -> Any:
     """A copy of a config with some fields replaced (validated like params.yaml)."""
-    block = next(k for k, v in SCHEMAS.items() if v is type(base))
+    block = next(k for k, v in SCHEMAS.items() if v.__name__ == type(base).__name__)
     return parse(block, {**dataclasses.asdict(base), **overrides})
 
 
+STUDY = ["base", "teacher", "distill", "study"]
 STAGE_BLOCKS = {
-    "01_data": ["base"],
+    "01_data": ["base", "teacher", "distill", "study", "dynamics"],  # the first stage checks every block
     "02_teacher": ["base", "teacher"],
-    "03_ode_scratch": ["base", "scratch"],
-    "04_distill": ["base", "teacher", "distill"],
-    "05_ablations": ["base", "teacher", "scratch", "distill", "ablations"],
-    "06_dynamics": ["base", "teacher", "scratch", "distill", "ablations", "dynamics"],
-    "07_report": ["base"],
+    "cell": STUDY,  # python -m odevit.study CELL SEED
+    "03_ode_scratch": STUDY,
+    "04_distill": STUDY,
+    "05_ablations": STUDY,
+    "06_dynamics": STUDY + ["dynamics"],
+    "07_report": STUDY,
 }
 
 
@@ -248,14 +255,19 @@ def check_stage(stage: str, params_file: str = "params.yaml") -> Dict[str, Any]:
     if "distill" in cfg and not (t.pretrained or t.weights_file) and cfg["distill"].num_steps < t.depth:
         raise ConfigError(f"params.yaml: distill.num_steps = {cfg['distill'].num_steps} is fewer than the "
                           f"{t.depth} teacher checkpoints (teacher.depth); need num_steps >= depth")
-    if "ablations" in cfg:
-        for name, ov in cfg["ablations"].variants.items():
-            if not isinstance(ov, dict):
-                raise ConfigError(f"params.yaml: ablations.variants.{name} = {ov!r}: expected a dict of distill keys")
-            try:
-                merged(cfg["distill"], **ov)
-            except ConfigError as e:
-                raise ConfigError(f"{e} (in ablations.variants.{name})") from None
+    if "study" in cfg:
+        from .study import cell_config
+
+        st = cfg["study"]
+        if not st.seeds or len(set(st.seeds)) != len(st.seeds) or any(not isinstance(x, int) for x in st.seeds):
+            raise ConfigError(f"params.yaml: study.seeds = {st.seeds!r}: expected a list of distinct integers")
+        if st.reference not in st.cells:
+            raise ConfigError(f"params.yaml: study.reference = {st.reference!r} is not one of the cells "
+                              f"{list(st.cells)}")
+        for name, ov in st.cells.items():
+            if ov is not None and not isinstance(ov, dict):
+                raise ConfigError(f"params.yaml: study.cells.{name} = {ov!r}: expected a dict of distill keys")
+            cell_config(cfg["distill"], st, name)
     return cfg
 
 

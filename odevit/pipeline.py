@@ -123,10 +123,20 @@ def fit_scratch(model: ODEViT, base: Base, cfg: Scratch, train_loader: data.Load
                      run_id=train.fingerprint(base, cfg))
 
 
+def fit_free(model: ODEViT, base: Base, cfg: Distill, train_loader: data.Loader, test_loader: data.Loader,
+             out_dir: str) -> List[Dict[str, float]]:
+    """A study cell's free model: the student's architecture from scratch, CE (+ the student's JaSMin), the
+    student's optimiser and epochs."""
+    obj = objectives.ode_scratch(cfg.label_smoothing, cfg.jasmin_weight, cfg.jasmin_k, cfg.jasmin_detach)
+    return train.fit(model, train_loader, test_loader, obj, train_config(base, cfg), out_dir,
+                     run_id=train.fingerprint(base, cfg, "free"))
+
+
 def fit_student(student: ODEViT, teacher: nn.Module, checkpoints: Sequence[int], base: Base, tcfg: Teacher,
-                cfg: Distill, train_loader: data.Loader, test_loader: data.Loader) -> List[Dict[str, float]]:
-    """Stage 04's training: the distillation objective (teacher CLS states cached where valid), the published CE
-    curriculum (`unfreeze_head_at`), checkpoints/04_distill."""
+                cfg: Distill, train_loader: data.Loader, test_loader: data.Loader,
+                out_dir: str = "checkpoints/04_distill") -> List[Dict[str, float]]:
+    """A student's training (a study cell, or `odevit.run 04_distill`): the distillation objective (teacher CLS
+    states cached where valid), the published CE curriculum (`unfreeze_head_at`), checkpoints in `out_dir`."""
 
     def curriculum(epoch: int, model: nn.Module) -> None:
         if cfg.unfreeze_head_at >= 0 and epoch == cfg.unfreeze_head_at:
@@ -134,8 +144,8 @@ def fit_student(student: ODEViT, teacher: nn.Module, checkpoints: Sequence[int],
 
     device = train.resolve_device(base.device)
     obj = distill_objective(teacher, checkpoints, cfg, teacher_cache(teacher, train_loader, cfg, device))
-    return train.fit(student, train_loader, test_loader, obj, train_config(base, cfg), DISTILL_CKPT,
-                     on_epoch=curriculum, run_id=train.fingerprint(base, tcfg, cfg))
+    return train.fit(student, train_loader, test_loader, obj, train_config(base, cfg), out_dir,
+                     on_epoch=curriculum, run_id=train.fingerprint(base, tcfg, cfg, list(checkpoints)))
 
 
 @torch.no_grad()
@@ -153,6 +163,7 @@ def teacher_distances(teacher: nn.Module, loader: data.Loader, batches: int, tok
 
 
 def schedule(distances: Sequence[float], cfg: Distill) -> List[int]:
+    """c_1..c_L of the distill config for the teacher distances d_1..d_L."""
     return checkpoint_indices(distances, cfg.num_steps, cfg.tau, cfg.schedule)
 
 

@@ -4,12 +4,24 @@
     w   = softmax(d / tau);  n_l = round(w_l * N);  c = cumsum(n);  c_L := N
 
 Big teacher updates get more ODE time. Rounding is half-to-even (torch.round), as in the published code.
+
+The paper's rule can give two teacher layers the same step (e.g. d = [100, 1, 1, 1], tau = 5, N = 8 gives
+c = [8, 8, 8, 8]): the student is then asked to be at h_1 and h_4 at once. That case warns (`DegenerateSchedule`);
+mode 'softmax_min1' gives every layer at least one step (n_l = 1 + the largest-remainder share of w (N - L)), so
+c is strictly increasing.
 """
 from __future__ import annotations
 
+import warnings
 from typing import Iterable, List, Sequence
 
 import torch
+
+MODES = ("softmax", "softmax_min1", "uniform")
+
+
+class DegenerateSchedule(UserWarning):
+    """Two or more teacher layers were mapped to the same solver step."""
 
 
 def checkpoint_indices(distances: Sequence[float], num_steps: int, tau: float = 30.0, mode: str = "softmax") -> List[int]:
@@ -19,7 +31,8 @@ def checkpoint_indices(distances: Sequence[float], num_steps: int, tau: float = 
         distances: d_1..d_L (only their number is used in 'uniform' mode).
         num_steps: N, the solver steps; must be >= L.
         tau: softmax temperature (> 0).
-        mode: 'softmax' (paper) or 'uniform' (c_l = round(l N / L)).
+        mode: 'softmax' (paper), 'softmax_min1' (every layer >= 1 step) or 'uniform' (c_l = round(l N / L)).
+    Warns (DegenerateSchedule) when two layers share a step.
     """
     L = len(distances)
     if L < 1:
@@ -28,14 +41,27 @@ def checkpoint_indices(distances: Sequence[float], num_steps: int, tau: float = 
         raise ValueError(f"num_steps: {num_steps} is fewer than the {L} teacher checkpoints")
     if mode == "uniform":
         c = [int(round(l * num_steps / L)) for l in range(1, L + 1)]
-    elif mode == "softmax":
+    elif mode in ("softmax", "softmax_min1"):
         if tau <= 0:
             raise ValueError(f"tau: {tau} must be > 0")
         w = torch.softmax(torch.as_tensor(distances, dtype=torch.float64) / tau, dim=0)
-        c = torch.cumsum(torch.round(w * num_steps), dim=0).clamp(max=num_steps).long().tolist()
+        if mode == "softmax":
+            n = torch.round(w * num_steps)
+        else:  # one step each, the other N - L shared by largest remainder: sum n = N exactly
+            share = w * (num_steps - L)
+            n = torch.floor(share)
+            left = int(num_steps - L - n.sum().item())
+            n[torch.argsort(share - n, descending=True)[:left]] += 1
+            n = n + 1
+        c = torch.cumsum(n, dim=0).clamp(max=num_steps).long().tolist()
     else:
-        raise ValueError(f"mode: '{mode}' is not one of ['softmax', 'uniform']")
+        raise ValueError(f"mode: '{mode}' is not one of {list(MODES)}")
     c[-1] = num_steps
+    shared = sorted({x for x in c if c.count(x) > 1} | ({0} if c[0] == 0 else set()))
+    if shared:
+        warnings.warn(f"checkpoint schedule c = {c}: several teacher layers map to step(s) {shared} "
+                      f"(tau = {tau}, N = {num_steps}); raise tau or N, or use schedule 'softmax_min1'",
+                      DegenerateSchedule, stacklevel=2)
     return c
 
 

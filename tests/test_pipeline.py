@@ -17,12 +17,12 @@ TINY = {
     "base": dict(dataset="synthetic", image_size=28, channels=1, synthetic_size=192, batch_size=32,
                  eval_batch_size=64, device="cpu"),
     "teacher": dict(patch_size=7, embed_dim=16, depth=2, num_heads=2, mlp_ratio=2.0, epochs=2),
-    "scratch": dict(patch_size=7, embed_dim=16, num_heads=2, num_steps=4, horizon=2.0, epochs=1),
     "distill": dict(num_steps=4, epochs=2, distance_batches=2),
-    "ablations": dict(epochs=1, train_limit=64, robustness_test_limit=32, robustness_steps=[1, 2, 8],
-                      variants={"lie_trotter": {}, "strang": {"solver": "strang"}, "jasmin_off": {"jasmin_weight": 0.0}}),
-    "dynamics": dict(test_limit=32, spectrum_samples=1, spectrum_k=2, bound_samples=2, bound_steps=[2, 4, 8],
-                     attention_images=2, pca_samples=8),
+    "study": dict(seeds=[0, 1, 2], train_limit=64, robustness_test_limit=32, robustness_steps=[1, 8],
+                  cells={"ref": {}, "free": {"free": True}, "jasmin_off": {"jasmin_weight": 0.0},
+                         "published": {"preset": "presets/published_code.yaml"}}),
+    "dynamics": dict(cells=["ref", "jasmin_off"], test_limit=32, spectrum_samples=1, spectrum_k=2, bound_samples=2,
+                     bound_steps=[2, 4, 8], attention_images=2, pca_samples=8, power_iters=3),
 }
 
 
@@ -47,7 +47,7 @@ def _finite(obj) -> bool:
 def repro(tmp_path_factory):
     work = tmp_path_factory.mktemp("pipeline")
     (work / "outputs").mkdir()  # in git as outputs/.gitkeep
-    for name in ("dvc.yaml", "notebooks", "odevit"):
+    for name in ("dvc.yaml", "notebooks", "odevit", "presets"):
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
     (work / "params.yaml").write_text(yaml.safe_dump(tiny_params()))

@@ -1,0 +1,206 @@
+"""The study: seeds x cells. One cell = one configuration of the distilled student (the distill block with the
+cell's overrides), or the same architecture trained from scratch (`free: true`); one DVC stage per (cell, seed).
+
+    python -m odevit.study ref 0          # train cell 'ref' with seed 0 -> checkpoints/cells/ref/s0, results/cells/ref/s0
+    cells = study.collect()               # one row per finished (cell, seed): Acc@1/3/5, Acc@1 at N/2 and 2N, c, ...
+
+Seed s fixes the initialisation, the data order and the augmentation draws; runs of two cells with the same seed
+are paired. Every cell uses the distill block's optimiser, epochs and losses, and `study.train_limit` images.
+Cell overrides are distill keys, plus `free: true` (no teacher: the student's exact architecture from scratch, CE +
+the same JaSMin) and `preset: FILE` (the distill block of a preset, its epoch-valued curriculum rescaled to this
+run's epochs: see `preset_overrides`).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import glob
+import os
+import sys
+from typing import Any, Dict, List, Optional, Tuple
+
+import pandas as pd
+import torch
+import torch.nn as nn
+import yaml
+
+from . import config, data, objectives, pipeline, train
+from .config import Base, ConfigError, Distill, Study, Teacher
+from .model import ODEViT
+
+CELL_KEYS = ("free", "preset")  # cell keys that are not distill keys
+EPOCH_KEYS = ("ce_from_epoch", "unfreeze_head_at")  # epoch-valued keys a preset's curriculum is given in
+
+
+def cell_dir(kind: str, name: str, seed: int) -> str:
+    """checkpoints/cells/NAME/sSEED (kind 'checkpoints') or results/cells/NAME/sSEED (kind 'results')."""
+    return f"{kind}/cells/{name}/s{seed}"
+
+
+def preset_overrides(path: str, epochs: int) -> Dict[str, Any]:
+    """The distill block of a preset file as overrides, without its scale keys (epochs, lr, N, ...: a preset's
+    switches only, see SWITCH_KEYS) and with its epoch-valued curriculum rescaled from the preset's epochs to
+    `epochs` (the published CE/head curriculum at epoch 200 of 300 becomes round(200 / 300 * epochs))."""
+    if not os.path.isfile(path):
+        raise ConfigError(f"study: preset file '{path}' does not exist")
+    with open(path) as f:
+        block = dict((yaml.safe_load(f) or {}).get("distill") or {})
+    if not block:
+        raise ConfigError(f"{path}: has no distill block")
+    src_epochs = block.get("epochs")
+    out = {k: v for k, v in block.items() if k in SWITCH_KEYS}
+    for k in EPOCH_KEYS:
+        if k in out and out[k] >= 0:
+            if not src_epochs:
+                raise ConfigError(f"{path}: distill.{k} needs distill.epochs to be rescaled")
+            out[k] = int(round(out[k] / src_epochs * epochs))
+    return out
+
+
+# what a recipe preset may switch; scale keys (epochs, lr, num_steps, mlp_ratio, reg_tokens, ...) stay the run's
+SWITCH_KEYS = ("solver", "norm", "spectral_init_qkv", "dropout", "jasmin_weight", "jasmin_k", "jasmin_detach",
+               "mse_weight", "mse_tokens", "ce_weight", "ce_from_epoch", "unfreeze_head_at", "attn_l1_weight",
+               "head_norm", "freeze", "label_smoothing", "cycles", "warmup", "tau", "schedule", "distance_tokens")
+
+
+def cell_config(distill: Distill, study: Study, name: str) -> Tuple[Distill, bool]:
+    """(the cell's distill config, free?) — ConfigError naming the cell on a bad override."""
+    if name not in study.cells:
+        raise ConfigError(f"study: cell '{name}' is not one of {list(study.cells)}")
+    ov = dict(study.cells[name] or {})
+    free = ov.pop("free", False)
+    if not isinstance(free, bool):
+        raise ConfigError(f"params.yaml: study.cells.{name}.free = {free!r}: expected true or false")
+    preset = ov.pop("preset", None)
+    if preset is not None:
+        ov = {**preset_overrides(preset, distill.epochs), **ov}
+    try:
+        return config.merged(distill, **ov), free
+    except ConfigError as e:
+        raise ConfigError(f"{e} (in study.cells.{name})") from None
+
+
+def build_free(teacher: nn.Module, cfg: Distill) -> ODEViT:
+    """The student's exact architecture (width, heads, mlp_ratio, N, T = L, patch, registers, head norm, norm,
+    solver, init, dropout), every part freshly initialised and trainable: nothing taken from the teacher."""
+    model = pipeline.build_student(teacher, dataclasses.replace(cfg, freeze=[]))
+    fresh = ODEViT(**arch_kwargs(model), spectral_init_qkv=cfg.spectral_init_qkv)
+    for p in fresh.parameters():
+        p.requires_grad_(True)
+    return fresh
+
+
+def arch_kwargs(m: ODEViT) -> Dict[str, Any]:
+    """The constructor arguments that fix an ODEViT's architecture (used to compare two models)."""
+    f = m.field
+    return dict(img_size=m.patch_embed.img_size[0], patch_size=m.patch_embed.patch_size[0],
+                in_chans=m.patch_embed.proj.in_channels, num_classes=m.num_classes, embed_dim=m.embed_dim,
+                num_heads=f.attn.num_heads, mlp_ratio=f.mlp.fc1.out_features / m.embed_dim, num_steps=m.num_steps,
+                horizon=m.horizon, solver=m.solver_name, norm=type(f.norm1).__name__.lower(),
+                bias=f.attn.qkv.bias is not None, reg_tokens=m.num_reg_tokens, pos_embed_reg=m.pos_embed_reg,
+                head_norm=isinstance(m.norm, nn.LayerNorm), attn_drop=f.attn.attn_drop.p, proj_drop=f.attn.proj_drop.p,
+                mlp_drop=f.mlp.drop1.p)
+
+
+def load_teacher(b: Base, t: Teacher, device: torch.device) -> nn.Module:
+    return train.load_weights(pipeline.build_teacher(b, t), f"{pipeline.TEACHER_CKPT}/best.pt").to(device).eval()
+
+
+def teacher_distances(path: str = "results/02_teacher/distances.csv") -> List[float]:
+    """d_1..d_L measured by 02_teacher on training batches."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: missing (run 02_teacher: dvc repro)")
+    return pd.read_csv(path).distance.tolist()
+
+
+def build_cell(name: str, teacher: nn.Module, d: Distill, free: bool) -> ODEViT:
+    return build_free(teacher, d) if free else pipeline.build_student(teacher, d)
+
+
+def run(name: str, seed: int, params_file: str = "params.yaml") -> Dict[str, Any]:
+    """Train one (cell, seed) and write its checkpoints and results; resumes an interrupted run."""
+    cfg = config.check_stage("cell", params_file)
+    study: Study = cfg["study"]
+    d, free = cell_config(cfg["distill"], study, name)
+    b = dataclasses.replace(cfg["base"], seed=int(seed))
+    device = pipeline.setup(b)  # seed s: init, data order, augmentation draws
+    tr, te = pipeline.loaders(b, augment=d.augment, train_limit=study.train_limit)
+    teacher = load_teacher(b, cfg["teacher"], device)
+    c = pipeline.schedule(teacher_distances(), d)
+    model = build_cell(name, teacher, d, free)
+    ckpt, out = cell_dir("checkpoints", name, seed), cell_dir("results", name, seed)
+    print(f"cell {name} seed {seed}: {'free (from scratch)' if free else f'distilled, c = {c}'}; "
+          f"{tr.n} training images x {d.epochs} epochs", flush=True)
+    if free:
+        hist = pipeline.fit_free(model, b, d, tr, te, ckpt)
+    else:
+        hist = pipeline.fit_student(model, teacher, c, b, cfg["teacher"], d, tr, te, ckpt)
+    train.load_weights(model, f"{ckpt}/best.pt").to(device)
+    metrics = evaluate_cell(model, te, study, device)
+    metrics.update(cell=name, seed=int(seed), free=free, checkpoints=c if not free else None,
+                   encoder_params=model.encoder_params(), params_m=pipeline.params_m(model),
+                   trainable_params_m=pipeline.params_m(model, True), epochs=d.epochs, train_images=tr.n,
+                   best_epoch=int(max(hist, key=lambda r: r["test_acc1"])["epoch"]))
+    pipeline.write_csv(pd.DataFrame(hist), f"{out}/history.csv")
+    pipeline.write_json(metrics, f"{out}/metrics.json")
+    pipeline.write_json({"train_time_s": float(sum(h["epoch_time_s"] for h in hist))}, f"{out}/timing.json")
+    return metrics
+
+
+def evaluate_cell(model: ODEViT, test: data.Loader, study: Study, device: torch.device) -> Dict[str, Any]:
+    """Acc@1/3/5 at the trained N (whole test set); Acc@1 vs N on the first `robustness_test_limit` test images,
+    for every N of `robustness_steps` and N/2, N, 2N (acc1_half_n, acc1_sub_n, acc1_double_n: same images)."""
+    N = model.num_steps
+    m = train.evaluate(model, test, device)
+    sub = data.Loader(test.split, test.batch_size, test.transform, limit=study.robustness_test_limit or None)
+    steps = sorted(set(study.robustness_steps) | {max(1, N // 2), N, 2 * N})
+    m["robustness"] = {str(n): train.evaluate(model, sub, device, num_steps=n, ks=(1,))["acc1"] for n in steps}
+    m.update(acc1_half_n=m["robustness"][str(max(1, N // 2))], acc1_sub_n=m["robustness"][str(N)],
+             acc1_double_n=m["robustness"][str(2 * N)])
+    return m
+
+
+def collect(results: str = "results", study: Optional[Study] = None) -> pd.DataFrame:
+    """One row per finished (cell, seed) under results/cells (restricted to the study's cells and seeds if given)."""
+    rows = []
+    for path in sorted(glob.glob(f"{results}/cells/*/s*/metrics.json")):
+        m = pipeline.read_json(path)
+        if study is not None and (m["cell"] not in study.cells or m["seed"] not in study.seeds):
+            continue
+        rob = m.pop("robustness", {})
+        rows.append({**m, **{f"acc1_n{k}": v for k, v in rob.items()}, "source": path})
+    if not rows:
+        raise FileNotFoundError(f"{results}/cells/*/s*/metrics.json: no finished cells (dvc repro)")
+    return pd.DataFrame(rows).sort_values(["cell", "seed"]).reset_index(drop=True)
+
+
+def models(cells: List[str], seeds: List[int], params_file: str = "params.yaml",
+           device: Optional[torch.device] = None) -> Dict[Tuple[str, int], ODEViT]:
+    """The trained best.pt of each (cell, seed), in eval mode (for the dynamics analyses)."""
+    cfg = config.check_stage("06_dynamics", params_file)
+    device = device or train.resolve_device(cfg["base"].device)
+    teacher = load_teacher(cfg["base"], cfg["teacher"], device)
+    out = {}
+    for name in cells:
+        d, free = cell_config(cfg["distill"], cfg["study"], name)
+        for s in seeds:
+            m = build_cell(name, teacher, d, free)
+            out[(name, s)] = train.load_weights(m, f"{cell_dir('checkpoints', name, s)}/best.pt").to(device).eval()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description="Train one (cell, seed) of the study")
+    ap.add_argument("cell")
+    ap.add_argument("seed", type=int)
+    ap.add_argument("--params", default="params.yaml")
+    args = ap.parse_args()
+    try:
+        run(args.cell, args.seed, args.params)
+    except (ConfigError, train.CheckpointError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()
