@@ -1,12 +1,13 @@
 """Run a stage's training outside its notebook — with torchrun, data-parallel over processes or GPUs.
 
-    torchrun --nproc_per_node=2 -m odevit.run 03_ode_scratch     # 2 processes (gloo on CPU, nccl on GPUs)
-    python -m odevit.run 04_distill                              # one process, same as the notebook's fit
-    dvc repro                                                    # the notebooks find the finished checkpoints
+    torchrun --nproc_per_node=2 -m odevit.run 02_teacher         # 2 processes (gloo on CPU, nccl on GPUs)
+    torchrun --nproc_per_node=2 -m odevit.run 04_distill         # the distill block's student, checkpoints/04_distill
 
-It trains exactly what the stage's notebook trains (the same `pipeline.fit_*` call, params.yaml, seed and run
-fingerprint) and writes the same checkpoints/<stage>/{best,last}.pt. The notebook's `fit` then resumes from
-last.pt with every epoch done, so it only evaluates, tabulates and plots. `base.batch_size` is the global batch
+02_teacher trains exactly what the stage's notebook trains (the same `pipeline.fit_teacher` call, params.yaml, seed
+and run fingerprint) and writes the same checkpoints/02_teacher/{best,last}.pt; the notebook's `fit` then resumes
+from last.pt with every epoch done. 04_distill trains the distill block's student (base.seed) on the whole
+training split into checkpoints/04_distill, e.g. a paper-scale student on several GPUs; the pipeline's own
+students are the study cells (`python -m odevit.study CELL SEED`). `base.batch_size` is the global batch
 (split evenly over the processes; see `odevit.distributed`).
 """
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sys
 
 from . import config, distributed, pipeline, train
 
-STAGES = ("02_teacher", "03_ode_scratch", "04_distill")
+STAGES = ("02_teacher", "04_distill")
 
 
 def run(stage: str, params_file: str = "params.yaml") -> None:
@@ -30,9 +31,6 @@ def run(stage: str, params_file: str = "params.yaml") -> None:
     if stage == "02_teacher":
         tr, te = pipeline.loaders(b, augment=cfg["teacher"].augment)
         pipeline.fit_teacher(pipeline.build_teacher(b, cfg["teacher"]), b, cfg["teacher"], tr, te)
-    elif stage == "03_ode_scratch":
-        tr, te = pipeline.loaders(b, augment=cfg["scratch"].augment)
-        pipeline.fit_scratch(pipeline.build_scratch(b, cfg["scratch"]), b, cfg["scratch"], tr, te)
     else:
         t, d = cfg["teacher"], cfg["distill"]
         tr, te = pipeline.loaders(b, augment=d.augment)

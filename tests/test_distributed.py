@@ -47,6 +47,7 @@ def _train(work: Path, nproc: int) -> None:
     p = tiny_params()
     p["teacher"].update(epochs=1)
     p["distill"].update(epochs=2, unfreeze_head_at=1)  # DDP is rebuilt when the head joins the trainable set
+    p["study"]["cells"] = {"ref": {}}
     work.mkdir()
     (work / "params.yaml").write_text(yaml.safe_dump(p))
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")

@@ -62,6 +62,18 @@ def repro(tmp_path_factory):
 @pytest.mark.slow
 def test_dvc_repro_tiny_writes_every_declared_output(repro):
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    cells = TINY["study"]
+    for name, seed in [(c, s) for c in cells["cells"] for s in cells["seeds"]]:  # the matrix stage: every cell
+        m = json.loads((repro / f"results/cells/{name}/s{seed}/metrics.json").read_text())
+        assert m["cell"] == name and m["seed"] == seed and _finite(m)
+        assert (repro / f"checkpoints/cells/{name}/s{seed}/best.pt").is_file()
+    claims = __import__("pandas").read_csv(repro / "results/07_report/claims.csv")
+    assert list(claims.columns[:9]) == ["claim", "paper", "ours_mean", "ours_std", "seeds", "diff_ci_low",
+                                        "diff_ci_high", "resolved", "null"] and claims.columns[-1] == "source"
+    assert {"ts_minus_free", "retention", "compression", "step_robustness_half", "jasmin_on_minus_off",
+            "paper_minus_published_recipe", "lyapunov_vs_correctness", "prop1_bound"} <= set(claims.claim)
+    assert (claims.seeds >= 3).all()
+    stages.pop("cell")
     for name, st in stages.items():
         declared = []
         for kind in ("outs", "metrics", "plots"):
@@ -86,14 +98,17 @@ def test_report_table_follows_metrics_files(repro, monkeypatch):
     from odevit import report
 
     monkeypatch.chdir(repro)
-    before = report.main_table("synthetic")
-    path = repro / "results/04_distill/metrics.json"
-    m = json.loads(path.read_text())
-    m["acc1"] = 0.123456
-    path.write_text(json.dumps(m))
-    after = report.main_table("synthetic")
+    before, claims = report.main_table("synthetic"), report.claims()
+    for s in (0, 1, 2):  # every seed of the reference cell at 0.5: the table and the claims follow
+        path = repro / f"results/cells/ref/s{s}/metrics.json"
+        m = json.loads(path.read_text())
+        m["acc1"] = 0.5
+        path.write_text(json.dumps(m))
+    after, claims2 = report.main_table("synthetic"), report.claims()
     row = after.Model.str.startswith("ODE Teacher")
-    assert after.loc[row, "Acc@1"].item() == 0.1235 != before.loc[row, "Acc@1"].item()
+    assert after.loc[row, "Acc@1"].item() == "0.5000 ± 0.0000" != before.loc[row, "Acc@1"].item()
+    free = claims2.set_index("claim").loc["ts_minus_free"]
+    assert free.ours_mean != claims.set_index("claim").loc["ts_minus_free"].ours_mean
 
 
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.name)
@@ -109,6 +124,7 @@ def test_source_notebooks_are_clean(nb):
 
 def test_stage_per_notebook():
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    assert stages.pop("cell")["cmd"] == "python -m odevit.study ${item.name} ${item.seed}"  # the study's runs
     assert {f"notebooks/{n}.ipynb" for n in stages} == {f"notebooks/{p.name}" for p in NOTEBOOKS}
     for name, st in stages.items():
         assert st["cmd"].startswith(f"python -m odevit.config {name} && papermill -k python3 --cwd . --log-output"), name
