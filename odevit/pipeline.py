@@ -102,7 +102,7 @@ def build_student(teacher: nn.Module, cfg: Distill) -> ODEViT:
     )
 
 
-TEACHER_CKPT, SCRATCH_CKPT, DISTILL_CKPT = "checkpoints/02_teacher", "checkpoints/03_ode_scratch", "checkpoints/04_distill"
+TEACHER_CKPT, DISTILL_CKPT = "checkpoints/02_teacher", "checkpoints/04_distill"
 
 
 def fit_teacher(model: nn.Module, base: Base, cfg: Teacher, train_loader: data.Loader,
@@ -113,14 +113,6 @@ def fit_teacher(model: nn.Module, base: Base, cfg: Teacher, train_loader: data.L
             p.requires_grad_(n.startswith("head."))
     return train.fit(model, train_loader, test_loader, objectives.cross_entropy(cfg.label_smoothing),
                      train_config(base, cfg), TEACHER_CKPT, run_id=train.fingerprint(base, cfg))
-
-
-def fit_scratch(model: ODEViT, base: Base, cfg: Scratch, train_loader: data.Loader,
-                test_loader: data.Loader) -> List[Dict[str, float]]:
-    """Stage 03's training: CE (+ JaSMin), checkpoints/03_ode_scratch."""
-    obj = objectives.ode_scratch(cfg.label_smoothing, cfg.jasmin_weight, cfg.jasmin_k, cfg.jasmin_detach)
-    return train.fit(model, train_loader, test_loader, obj, train_config(base, cfg), SCRATCH_CKPT,
-                     run_id=train.fingerprint(base, cfg))
 
 
 def fit_free(model: ODEViT, base: Base, cfg: Distill, train_loader: data.Loader, test_loader: data.Loader,
@@ -134,7 +126,7 @@ def fit_free(model: ODEViT, base: Base, cfg: Distill, train_loader: data.Loader,
 
 def fit_student(student: ODEViT, teacher: nn.Module, checkpoints: Sequence[int], base: Base, tcfg: Teacher,
                 cfg: Distill, train_loader: data.Loader, test_loader: data.Loader,
-                out_dir: str = "checkpoints/04_distill") -> List[Dict[str, float]]:
+                out_dir: str = DISTILL_CKPT) -> List[Dict[str, float]]:
     """A student's training (a study cell, or `odevit.run 04_distill`): the distillation objective (teacher CLS
     states cached where valid), the published CE curriculum (`unfreeze_head_at`), checkpoints in `out_dir`."""
 

@@ -9,7 +9,7 @@ import pandas as pd
 
 from .pipeline import read_json
 
-# paper-spec.md §8.1 (the official README table); accuracies as fractions
+# arXiv 2511.16501 and the official code's README table (github.com/Bycarkos/ODE-ViT); accuracies as fractions
 PAPER = pd.DataFrame(
     [
         ("Teacher – DINO-base + Training Only Head", "cifar10", 85, "CE", 0.923, 0.993, 0.997),
@@ -120,12 +120,12 @@ CLAIM_PAPER = {
 }
 
 
-def _row(claim: str, est: dict, source: str, null: float, scale: float = 1.0, seeds: Optional[int] = None) -> dict:
+def _row(claim: str, est: dict, source: str, null: float, scale: float = 1.0) -> dict:
     from .stats import resolved
 
     lo, hi = est["ci_low"] * scale, est["ci_high"] * scale
     return {"claim": claim, "paper": CLAIM_PAPER[claim], "ours_mean": est["mean"] * scale,
-            "ours_std": est["std"] * scale, "seeds": seeds or est["n"], "diff_ci_low": lo, "diff_ci_high": hi,
+            "ours_std": est["std"] * scale, "seeds": est["n"], "diff_ci_low": lo, "diff_ci_high": hi,
             "resolved": resolved(lo, hi, null * scale), "null": null * scale, "source": source}
 
 
@@ -134,21 +134,19 @@ def claims(results: str = "results", reference: str = "ref") -> pd.DataFrame:
     difference for comparisons, of the mean otherwise), whether it excludes the null value, and its source file.
     Accuracy differences are in points (x100)."""
     from .stats import mean_ci
+    from .study import collect
 
-    cells = collect_cells(results)
+    cells = collect(results)
     src = f"{results}/cells/*/s*/metrics.json"
-    by = {c: g.set_index("seed") for c, g in cells.groupby("cell")}
-    ref = by[reference]
+    ref = cells[cells.cell == reference].set_index("seed")
+    cmp = comparisons(cells, reference).set_index("cell")  # reference - cell, paired by seed, in points
     rows = []
 
-    def diff(claim: str, other: str, metric: str = "acc1", a: Optional[pd.DataFrame] = None, metric_b: Optional[str] = None):
-        if other not in by:
-            return
-        A = ref if a is None else a
-        B = by[other]
-        seeds = sorted(set(A.index) & set(B.index))
-        d = A.loc[seeds, metric].to_numpy() - B.loc[seeds, metric_b or metric].to_numpy()
-        rows.append(_row(claim, mean_ci(d), src, 0.0, 100.0))
+    def diff(claim: str, other: str) -> None:
+        if other in cmp.index:
+            c = cmp.loc[other]
+            rows.append(_row(claim, {"mean": c.diff_mean, "std": c.diff_std, "ci_low": c.ci_low,
+                                     "ci_high": c.ci_high, "n": int(c.seeds)}, src, 0.0))
 
     diff("ts_minus_free", "free")
     t = read_json(f"{results}/02_teacher/metrics.json")
@@ -174,18 +172,11 @@ def claims(results: str = "results", reference: str = "ref") -> pd.DataFrame:
             d = [lyap[reference][s]["mean"] - lyap["jasmin_off"][s]["mean"] for s in seeds]
             rows.append(_row("jasmin_on_minus_off_lyapunov", mean_ci(d), dyn_path, 0.0))
     fr = [v["fraction_within"] for v in dyn["prop1"].values()]
-    est = mean_ci(fr)
-    row = _row("prop1_bound", est, dyn_path, 1.0)
+    row = _row("prop1_bound", mean_ci(fr), dyn_path, 1.0)
     if all(f == 1.0 for f in fr):  # holds at every step for every seed: resolved, nothing to estimate
         row.update(ours_std=0.0, diff_ci_low=1.0, diff_ci_high=1.0, resolved=True)
     rows.append(row)
     return pd.DataFrame(rows)
-
-
-def collect_cells(results: str = "results") -> pd.DataFrame:
-    from .study import collect
-
-    return collect(results)
 
 
 def dynamics_summary(dyn: dict) -> pd.DataFrame:

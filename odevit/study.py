@@ -106,14 +106,14 @@ def load_teacher(b: Base, t: Teacher, device: torch.device) -> nn.Module:
     return train.load_weights(pipeline.build_teacher(b, t), f"{pipeline.TEACHER_CKPT}/best.pt").to(device).eval()
 
 
-def teacher_distances(path: str = "results/02_teacher/distances.csv") -> List[float]:
-    """d_1..d_L measured by 02_teacher on training batches."""
+def read_teacher_distances(path: str = "results/02_teacher/distances.csv") -> List[float]:
+    """d_1..d_L as 02_teacher measured them on training batches (`pipeline.teacher_distances`)."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: missing (run 02_teacher: dvc repro)")
     return pd.read_csv(path).distance.tolist()
 
 
-def build_cell(name: str, teacher: nn.Module, d: Distill, free: bool) -> ODEViT:
+def build_cell(teacher: nn.Module, d: Distill, free: bool) -> ODEViT:
     return build_free(teacher, d) if free else pipeline.build_student(teacher, d)
 
 
@@ -126,8 +126,8 @@ def run(name: str, seed: int, params_file: str = "params.yaml") -> Dict[str, Any
     device = pipeline.setup(b)  # seed s: init, data order, augmentation draws
     tr, te = pipeline.loaders(b, augment=d.augment, train_limit=study.train_limit)
     teacher = load_teacher(b, cfg["teacher"], device)
-    c = pipeline.schedule(teacher_distances(), d)
-    model = build_cell(name, teacher, d, free)
+    c = pipeline.schedule(read_teacher_distances(), d)
+    model = build_cell(teacher, d, free)
     ckpt, out = cell_dir("checkpoints", name, seed), cell_dir("results", name, seed)
     print(f"cell {name} seed {seed}: {'free (from scratch)' if free else f'distilled, c = {c}'}; "
           f"{tr.n} training images x {d.epochs} epochs", flush=True)
@@ -184,7 +184,7 @@ def models(cells: List[str], seeds: List[int], params_file: str = "params.yaml",
     for name in cells:
         d, free = cell_config(cfg["distill"], cfg["study"], name)
         for s in seeds:
-            m = build_cell(name, teacher, d, free)
+            m = build_cell(teacher, d, free)
             out[(name, s)] = train.load_weights(m, f"{cell_dir('checkpoints', name, s)}/best.pt").to(device).eval()
     return out
 
