@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-test: $(STAMP)
+test: $(STAMP) data  # data: the published-weights test evaluates on the real Fashion-MNIST test set
 	$(BIN)/python -m pytest -q
 
 # Fashion-MNIST comes from Debian's dataset-fashion-mnist package where apt and root are available
@@ -27,6 +27,7 @@ data:
 
 repro: $(STAMP) data
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
+	$(BIN)/python -m odevit.readme  # the README's result sections, from the results files just written
 
 clean-venv:
 	rm -rf $(VENV)

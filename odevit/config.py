@@ -117,6 +117,7 @@ class Study:
 
 @dataclass
 class Dynamics:
+    weights: str = "trained"  # trained = this run's study cells (every seed) | published = weights/ (no training)
     cells: List[str] = field(default_factory=lambda: ["ref", "jasmin_off"])  # study cells analysed (every seed)
     test_limit: int = 2000  # test images for the per-sample CLS exponent vs correctness
     spectrum_samples: int = 2  # images for the QR (Benettin) spectrum of the full state
@@ -136,7 +137,7 @@ SCHEMAS = {"base": Base, "teacher": Teacher, "scratch": Scratch, "distill": Dist
 CHOICES = {
     "dataset": sorted(INFO), "device": ["auto", "cpu", "cuda"], "precision": ["auto", "fp32", "bf16"], "solver": sorted(SOLVERS),
     "norm": ["centernorm", "layernorm"], "normalize": ["dataset", "imagenet", "half"],
-    "schedule": ["softmax", "softmax_min1", "uniform"], "distance_tokens": ["cls", "all"], "mse_tokens": ["cls", "all"],
+    "schedule": ["softmax", "softmax_min1", "uniform"], "weights": ["trained", "published"], "distance_tokens": ["cls", "all"], "mse_tokens": ["cls", "all"],
 }
 POSITIVE = {"lipschitz", "power_iters", "spectrum_k", "spectrum_samples", "bound_samples", "num_steps", "epochs", "lr", "tau", "mlp_ratio", "batch_size", "eval_batch_size", "image_size", "patch_size",
             "embed_dim", "num_heads", "depth", "channels", "distance_batches", "horizon", "jasmin_k", "cycles"}
@@ -193,6 +194,19 @@ def parse(block: str, values: Optional[Dict[str, Any]]) -> Any:
     return cfg
 
 
+def chdir_root(markers: tuple = ("params.yaml", "dvc.yaml")) -> str:
+    """Move to the repository root (the nearest directory up from here holding params.yaml and dvc.yaml): a
+    notebook opened in Jupyter from notebooks/ then reads params.yaml and writes results/ as `dvc repro` does."""
+    d = os.path.abspath(os.getcwd())
+    while not all(os.path.isfile(os.path.join(d, m)) for m in markers):
+        if os.path.dirname(d) == d:
+            raise ConfigError(f"no {' and '.join(markers)} in {os.getcwd()} or above: open the notebook inside the "
+                              "repository")
+        d = os.path.dirname(d)
+    os.chdir(d)
+    return d
+
+
 def load(block: str, values: Optional[Dict[str, Any]] = None, params_file: str = "params.yaml") -> Any:
     """Parse a block injected by papermill, or read it from params.yaml when run by hand."""
     if values is None:
@@ -219,6 +233,7 @@ STAGE_BLOCKS = {
     "05_ablations": STUDY,
     "06_dynamics": STUDY + ["dynamics"],
     "07_report": STUDY,
+    "publish": STUDY,  # python -m odevit.publish
 }
 
 

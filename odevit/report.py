@@ -54,7 +54,6 @@ def main_table(dataset: str, results: str = "results", reference: str = "ref") -
     t = read_json(f"{results}/02_teacher/metrics.json")
     cells = collect(results)
     ref, free = cells[cells.cell == reference], cells[cells.cell == "free"]
-    r = float(ref.encoder_params.iloc[0]) if len(ref) else float("nan")
     size = "Small" if float(read_json(f"{results}/04_distill/metrics.json")["mlp_ratio"]) == 1.0 else "Base"
     rows = [(f"Teacher – ViT depth {t['depth']}, D {t['embed_dim']} (trained here, {t['epochs']} epochs)",
              "Teacher – DINO-base + Training Only Head", "CE", None, t)]
@@ -228,7 +227,7 @@ def export_html(out_dir: str, executed: str = "outputs", skip: Optional[str] = "
         name = os.path.splitext(os.path.basename(nb))[0]
         if skip and name == skip:
             continue
-        body, _ = HTMLExporter().from_filename(nb)
+        body, _ = HTMLExporter(template_name="basic").from_filename(nb)  # no 300 kB of CSS per file
         write_text(body, os.path.join(out_dir, name + ".html"))
         done.append(os.path.join(out_dir, name + ".html"))
     return done

@@ -94,6 +94,48 @@ def test_dvc_repro_tiny_writes_every_declared_output(repro):
 
 
 @pytest.mark.slow
+@pytest.mark.slow
+def test_publish_stage_writes_verified_weights(repro):
+    from odevit import hub
+
+    m = json.loads((repro / "weights/manifest.json").read_text())["weights"]
+    assert set(m) == set(hub.TAGS) and not (repro / "weights.staging").exists()
+    for tag, e in m.items():
+        hub.verify(tag, str(repro / "weights"))  # file present with its recorded sha256
+        assert e["architecture"] is None  # tiny run: not the registered (default) architecture
+        assert e["metrics"]["acc1"] == json.loads((repro / e["metrics_file"]).read_text())["acc1"]
+    assert {e["cell"] for e in m.values()} == {None, "ref", "free"} and {e["seed"] for e in m.values()} == {0}
+
+
+@pytest.mark.slow
+def test_dynamics_notebook_runs_from_published_weights(repro, tmp_path):
+    work = tmp_path / "w"
+    shutil.copytree(repro, work, ignore=shutil.ignore_patterns("checkpoints", ".dvc"))  # no trained checkpoints
+    params = yaml.safe_load((work / "params.yaml").read_text())
+    params["dynamics"]["weights"] = "published"
+    (work / "params.yaml").write_text(yaml.safe_dump(params))
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    r = subprocess.run(["papermill", "-k", "python3", "--cwd", ".", "-f", "params.yaml", "notebooks/06_dynamics.ipynb",
+                        str(tmp_path / "06.ipynb")], cwd=work, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    m = json.loads((work / "results/06_dynamics/metrics.json").read_text())
+    assert list(m["lyapunov"]) == ["ref"] and list(m["lyapunov"]["ref"]) == ["0"]  # the published student only
+
+
+@pytest.mark.slow
+def test_notebook_runs_when_opened_from_notebooks_dir(repro, tmp_path):
+    """As in Jupyter: kernel started in notebooks/, no injected parameters (params.yaml is read from the root)."""
+    work = tmp_path / "w"
+    shutil.copytree(repro, work, ignore=shutil.ignore_patterns("checkpoints", ".dvc"))
+    (work / "results/01_data/metrics.json").unlink()
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    r = subprocess.run(["papermill", "-k", "python3", "--cwd", "notebooks", "notebooks/01_data.ipynb",
+                        str(tmp_path / "01.ipynb")], cwd=work, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads((work / "results/01_data/metrics.json").read_text())["dataset"] == "synthetic"
+    assert not (work / "notebooks/results").exists()
+
+
 def test_report_table_follows_metrics_files(repro, monkeypatch):
     from odevit import report
 
@@ -125,7 +167,8 @@ def test_source_notebooks_are_clean(nb):
 def test_stage_per_notebook():
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     assert stages.pop("cell")["cmd"] == "python -m odevit.study ${item.name} ${item.seed}"  # the study's runs
+    assert stages.pop("publish")["cmd"] == "python -m odevit.publish"  # weights/ (tests/test_hub.py)
     assert {f"notebooks/{n}.ipynb" for n in stages} == {f"notebooks/{p.name}" for p in NOTEBOOKS}
     for name, st in stages.items():
         assert st["cmd"].startswith(f"python -m odevit.config {name} && papermill -k python3 --cwd . --log-output"), name
-        assert f"outputs/{name}.ipynb" in st["outs"], name
+        assert {f"outputs/{name}.ipynb": {"cache": False}} in st["outs"], name  # executed copy committed

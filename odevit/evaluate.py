@@ -1,0 +1,51 @@
+"""Evaluate a published model on its test set: Acc@1/3/5, offline, fp32 on CPU.
+
+    python -m odevit.evaluate odevit_small_patch7_28.fmnist_distill            # the trained N
+    python -m odevit.evaluate odevit_small_patch7_28.fmnist_distill --num-steps 24
+    python -m odevit.evaluate --list
+
+Registered tags load through `timm.create_model(TAG, pretrained=True)`; the file's sha256 is checked against
+weights/manifest.json first. At the trained N the result equals the run's results/.../metrics.json Acc@1.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import List, Optional
+
+from . import data, hub
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description="Acc@1/3/5 of a published odevit model on its test set")
+    ap.add_argument("tag", nargs="?", help="a tag of weights/manifest.json, e.g. odevit_small_patch7_28.fmnist_distill")
+    ap.add_argument("--num-steps", type=int, default=None, help="solver steps N at evaluation (ODE models only)")
+    ap.add_argument("--limit", type=int, default=None, help="first n test images only")
+    ap.add_argument("--data-root", default=None, help="default: the run's base.data_root")
+    ap.add_argument("--list", action="store_true", help="list the published tags with their recorded metrics")
+    args = ap.parse_args(argv)
+    try:
+        entries = hub.read_manifest()["weights"]
+        if args.list or not args.tag:
+            for tag, e in entries.items():
+                print(f"{tag:42s} {e['kind']:8s} {e['parameters'] / 1e6:.3f}M  Acc@1 {e['metrics']['acc1']:.4f}  "
+                      f"({e['metrics_file']})")
+            return 0
+        if args.num_steps is not None and args.num_steps < 1:
+            raise ValueError(f"--num-steps: {args.num_steps} must be >= 1")
+        m = hub.evaluate_tag(args.tag, num_steps=args.num_steps, data_root=args.data_root, limit=args.limit)
+    except (hub.WeightsError, data.DatasetError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    e = entries[args.tag]
+    steps = f", N = {args.num_steps}" if args.num_steps else ""
+    print(f"{args.tag}{steps}: Acc@1 {m['acc1']:.4f}  Acc@3 {m['acc3']:.4f}  Acc@5 {m['acc5']:.4f}")
+    if args.num_steps is None and args.limit is None:
+        same = m["acc1"] == e["metrics"]["acc1"]
+        print(f"recorded in {e['metrics_file']}: Acc@1 {e['metrics']['acc1']:.4f} ({'identical' if same else 'DIFFERS'})")
+        return 0 if same else 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

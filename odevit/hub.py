@@ -1,0 +1,198 @@
+"""Published weights: the default run's teacher, free ODE and distilled student, travelling with the repository.
+
+    import timm, odevit
+    student = timm.create_model("odevit_small_patch7_28.fmnist_distill", pretrained=True)   # offline, weights/
+    free = timm.create_model("odevit_small_patch7_28.fmnist_free", pretrained=True)
+    teacher = odevit.create_teacher("odevit_teacher_patch7_28.fmnist", num_classes=10, pretrained=True)
+
+`python -m odevit.publish` (DVC stage publish) writes weights/TAG.safetensors (weights only, no optimiser
+state) and weights/manifest.json: per tag the file's sha256 and size, the architecture and its constructor
+arguments, the checkpoint, cell and seed it came from, the params fingerprint of its run, the data it was
+evaluated on and the metrics of that run (which loading the tag must reproduce: `python -m odevit.evaluate TAG`).
+A missing or altered file is refused with its name and the checksum the manifest expects.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import Any, Dict, List, Optional, Tuple
+
+import torch
+import torch.nn as nn
+from safetensors.torch import load_file
+from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
+from timm.models._builder import resolve_pretrained_cfg
+from timm.models.vision_transformer import VisionTransformer, checkpoint_filter_fn
+
+from . import data, train
+from .model import ODEViT
+
+WEIGHTS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "weights")
+MANIFEST = "manifest.json"
+
+# the registered architectures: exactly the default run's teacher and student (params.yaml's defaults)
+STUDENT_ARCH, TEACHER_ARCH = "odevit_small_patch7_28", "odevit_teacher_patch7_28"
+STUDENT_KWARGS: Dict[str, Any] = dict(
+    img_size=28, patch_size=7, in_chans=1, num_classes=10, embed_dim=128, num_heads=4, mlp_ratio=1.0, num_steps=12,
+    horizon=6.0, solver="lie_trotter", norm="centernorm", bias=False, reg_tokens=0, pos_embed_reg=False,
+    head_norm=True, attn_drop=0.0, proj_drop=0.0, mlp_drop=0.0)
+TEACHER_KWARGS: Dict[str, Any] = dict(
+    img_size=28, patch_size=7, in_chans=1, num_classes=10, embed_dim=128, depth=6, num_heads=4, mlp_ratio=4.0)
+# tag -> (architecture, what it is)
+TAGS = {
+    f"{TEACHER_ARCH}.fmnist": (TEACHER_ARCH, "teacher"),
+    f"{STUDENT_ARCH}.fmnist_distill": (STUDENT_ARCH, "distilled student (study.reference cell, main seed)"),
+    f"{STUDENT_ARCH}.fmnist_free": (STUDENT_ARCH, "free ODE: the student's architecture from scratch (main seed)"),
+}
+
+
+class WeightsError(RuntimeError):
+    """A published weights file is missing, altered, or was trained with another architecture than its tag's."""
+
+
+def weights_path(tag: str, root: str = WEIGHTS_DIR) -> str:
+    return os.path.join(root, f"{tag}.safetensors")
+
+
+def _cfg(tag: str) -> Dict[str, Any]:
+    _, _, _, mean, std = data.INFO["fashion_mnist"]
+    return {"file": weights_path(tag), "num_classes": 10, "input_size": (1, 28, 28), "mean": mean, "std": std,
+            "first_conv": "patch_embed.proj", "classifier": "head",
+            "notes": (f"{TAGS[tag][1]} of this repository's default run (Fashion-MNIST); "
+                      f"weights/{MANIFEST} has its checksum, source and metrics",)}
+
+
+default_cfgs = generate_default_cfgs({tag: _cfg(tag) for tag in TAGS})
+
+
+def sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def read_manifest(root: str = WEIGHTS_DIR) -> Dict[str, Any]:
+    path = os.path.join(root, MANIFEST)
+    if not os.path.isfile(path):
+        raise WeightsError(f"{path}: missing (the default run writes it: dvc repro publish)")
+    with open(path) as f:
+        return json.load(f)
+
+
+def verify(tag: str, root: str = WEIGHTS_DIR) -> Dict[str, Any]:
+    """The manifest entry of `tag` after checking that its file exists with the recorded sha256 and size."""
+    entries = read_manifest(root)["weights"]
+    if tag not in entries:
+        raise WeightsError(f"{tag}: not in {os.path.join(root, MANIFEST)} (published: {sorted(entries)})")
+    e = entries[tag]
+    path = os.path.join(root, e["file"])
+    if not os.path.isfile(path):
+        raise WeightsError(f"{path}: missing; expected sha256 {e['sha256']} ({e['bytes']} bytes)")
+    got = sha256(path)
+    if got != e["sha256"]:
+        raise WeightsError(f"{path}: sha256 {got} does not match the manifest's {e['sha256']} "
+                           "(altered or corrupt file: git checkout weights/, or rerun dvc repro publish)")
+    return e
+
+
+def _published(variant: str, kwargs: Dict[str, Any]) -> Optional[Tuple[str, str]]:
+    """(tag, folder) of a create_model(pretrained=True) call whose weights are one of our published files (the
+    registered one, or a copy of weights/ named by pretrained_cfg_overlay=dict(file=...)); else None."""
+    cfg = resolve_pretrained_cfg(variant, kwargs.get("pretrained_cfg"), kwargs.get("pretrained_cfg_overlay"))
+    tag = f"{variant}.{cfg.tag}" if cfg.tag else None
+    if tag in TAGS and cfg.file and os.path.basename(cfg.file) == f"{tag}.safetensors":
+        return tag, os.path.dirname(os.path.abspath(cfg.file))
+    return None
+
+
+def _check_arch(variant: str, kwargs: Dict[str, Any], arch_kwargs: Dict[str, Any]) -> None:
+    """Checksum of the file, and the architecture it was trained with equal to the registered one."""
+    found = _published(variant, kwargs)
+    if found is None:
+        return
+    tag, root = found
+    e = verify(tag, root)
+    diff = {k: (e["model_kwargs"].get(k), v) for k, v in arch_kwargs.items() if e["model_kwargs"].get(k) != v}
+    if diff:
+        raise WeightsError(f"{weights_path(tag, root)}: trained with another architecture than {variant} "
+                           f"(file vs architecture: {diff}); load it with odevit.hub.load('{tag}')")
+
+
+@register_model
+def odevit_small_patch7_28(pretrained: bool = False, **kwargs: Any) -> ODEViT:
+    """The default run's student (paper's Small recipe, mlp_ratio 1) at Fashion-MNIST's shape: 28x28, patch 7,
+    D 128, 4 heads, N 12 steps over T = 6 (the teacher's depth), final LayerNorm before the head. Tags:
+    .fmnist_distill (distilled), .fmnist_free (same architecture from scratch)."""
+    if pretrained:
+        _check_arch(STUDENT_ARCH, kwargs, STUDENT_KWARGS)
+    return build_model_with_cfg(ODEViT, STUDENT_ARCH, pretrained, **{**STUDENT_KWARGS, **kwargs})
+
+
+@register_model
+def odevit_teacher_patch7_28(pretrained: bool = False, **kwargs: Any) -> VisionTransformer:
+    """The default run's discrete teacher: a timm ViT, 28x28, patch 7, D 128, depth 6, 4 heads, mlp_ratio 4.
+    Tag .fmnist (trained on Fashion-MNIST by 02_teacher)."""
+    if pretrained:
+        _check_arch(TEACHER_ARCH, kwargs, TEACHER_KWARGS)
+    return build_model_with_cfg(VisionTransformer, TEACHER_ARCH, pretrained, pretrained_filter_fn=checkpoint_filter_fn,
+                                **{**TEACHER_KWARGS, **kwargs})
+
+
+def load(tag: str, root: str = WEIGHTS_DIR) -> nn.Module:
+    """A published model from its manifest entry (architecture rebuilt from the recorded constructor arguments),
+    in eval mode — works for any run's weights, registered architecture or not."""
+    e = verify(tag, root)
+    if e["kind"] == "teacher":
+        import timm
+
+        model = timm.create_model(e["builder"], pretrained=False, **e["model_kwargs"])
+    else:
+        model = ODEViT(**e["model_kwargs"])
+    model.load_state_dict(load_file(os.path.join(root, e["file"])))
+    return model.eval()
+
+
+def create(tag: str, root: str = WEIGHTS_DIR) -> nn.Module:
+    """A published model in eval mode: through timm.create_model(tag, pretrained=True) (the path users take) where
+    its weights have the registered architecture, else `load(tag)`."""
+    import timm
+
+    if verify(tag, root).get("architecture"):
+        return timm.create_model(tag, pretrained=True, pretrained_cfg_overlay=dict(file=weights_path(tag, root))).eval()
+    return load(tag, root)
+
+
+def evaluate_tag(tag: str, num_steps: Optional[int] = None, root: str = WEIGHTS_DIR, data_root: Optional[str] = None,
+                 limit: Optional[int] = None) -> Dict[str, float]:
+    """Acc@1/3/5 of a published model on the test split it was evaluated on (its manifest's data block), in fp32
+    on CPU, through `create` (timm.create_model for a registered architecture)."""
+    e = verify(tag, root)
+    d = e["data"]
+    model = create(tag, root)
+    if num_steps is not None and not isinstance(model, ODEViT):
+        raise ValueError(f"--num-steps: {tag} is a discrete ViT (fixed depth), not an ODE model")
+    split = data.load_split(d["dataset"], "test", data_root or d["data_root"], download=False,
+                            synthetic_size=d["synthetic_size"], seed=d["seed"])
+    tf = data.batch_transform(d["dataset"], d["image_size"], d["channels"], d["normalize"])
+    loader = data.Loader(split, d["eval_batch_size"], tf, limit=limit if limit is not None else (d["test_limit"] or None))
+    train.set_precision("fp32")
+    return train.evaluate(model, loader, torch.device("cpu"), num_steps=num_steps)
+
+
+def published_models(cells: List[str], device: torch.device,
+                     root: str = WEIGHTS_DIR) -> Tuple[nn.Module, Dict[Tuple[str, int], nn.Module]]:
+    """(teacher, {(cell, seed): student}) of the published weights, for the dynamics analyses without training
+    (`dynamics.weights: published`): the students whose study cell is in `cells`, in eval mode on `device`."""
+    entries = read_manifest(root)["weights"]
+    teachers = [t for t, e in entries.items() if e["kind"] == "teacher"]
+    if not teachers:
+        raise WeightsError(f"{os.path.join(root, MANIFEST)}: no teacher published")
+    models = {(e["cell"], e["seed"]): create(t, root).to(device) for t, e in entries.items()
+              if e["kind"] != "teacher" and e["cell"] in cells}
+    if not models:
+        raise WeightsError(f"{os.path.join(root, MANIFEST)}: none of the cells {cells} is published "
+                           f"(published: {sorted({e['cell'] for e in entries.values() if e['cell']})})")
+    return create(teachers[0], root).to(device), models

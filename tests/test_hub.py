@@ -1,0 +1,88 @@
+"""Published weights (weights/): every tag reloads offline and reproduces its run's committed Acc@1; altered or
+missing files and architecture mismatches are refused with the file's name and its expected checksum."""
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import timm
+import torch
+
+import odevit
+from odevit import data, evaluate, hub
+
+ROOT = Path(__file__).resolve().parents[1]
+MANIFEST = json.loads((ROOT / "weights" / "manifest.json").read_text())["weights"]
+DISTILL = f"{hub.STUDENT_ARCH}.fmnist_distill"
+TEACHER = f"{hub.TEACHER_ARCH}.fmnist"
+
+
+def test_every_registered_tag_is_published_with_its_registered_architecture():
+    assert set(MANIFEST) == set(hub.TAGS)
+    for tag, e in MANIFEST.items():
+        assert e["architecture"] == hub.TAGS[tag][0], f"{tag}: the default run's architecture is not the registered one"
+        assert (ROOT / "weights" / e["file"]).stat().st_size == e["bytes"]
+        assert e["metrics"]["acc1"] == json.loads((ROOT / e["metrics_file"]).read_text())["acc1"]
+
+
+@pytest.mark.parametrize("tag", sorted(hub.TAGS))
+def test_published_tag_reproduces_committed_acc1(tag, capsys):
+    if not os.path.isdir(data.DEBIAN_FASHION_MNIST):
+        pytest.skip("needs Fashion-MNIST (make data: Debian's dataset-fashion-mnist)")
+    assert evaluate.main([tag]) == 0  # loads through timm.create_model(tag, pretrained=True), full test set
+    out = capsys.readouterr().out
+    committed = json.loads((ROOT / MANIFEST[tag]["metrics_file"]).read_text())["acc1"]
+    assert f"Acc@1 {committed:.4f}" in out and "(identical)" in out
+
+
+def test_teacher_tag_loads_through_create_teacher_and_students_through_timm():
+    t = odevit.create_teacher(TEACHER, num_classes=10, pretrained=True)
+    ref = hub.load(TEACHER)
+    assert all(torch.equal(a, b) for a, b in zip(t.state_dict().values(), ref.state_dict().values()))
+    s = timm.create_model(DISTILL, pretrained=True).eval()
+    x = torch.randn(2, 1, 28, 28)
+    with torch.no_grad():
+        assert torch.equal(s(x), hub.load(DISTILL)(x))
+    assert not torch.equal(s.field.mlp.fc1.weight, timm.create_model(hub.STUDENT_ARCH).field.mlp.fc1.weight)
+
+
+@pytest.fixture
+def copy_weights(tmp_path):
+    shutil.copytree(ROOT / "weights", tmp_path / "w")
+    return tmp_path / "w"
+
+
+def test_altered_or_missing_file_is_refused_with_name_and_checksum(copy_weights):
+    e = MANIFEST[DISTILL]
+    path = copy_weights / e["file"]
+    raw = bytearray(path.read_bytes())
+    raw[-1] ^= 1  # one bit of the last weight
+    path.write_bytes(bytes(raw))
+    with pytest.raises(hub.WeightsError, match=rf"{e['file']}.*does not match the manifest's {e['sha256']}"):
+        hub.verify(DISTILL, str(copy_weights))
+    with pytest.raises(hub.WeightsError, match=e["sha256"]):  # the path users take
+        timm.create_model(DISTILL, pretrained=True, pretrained_cfg_overlay=dict(file=str(path)))
+    path.unlink()
+    with pytest.raises(hub.WeightsError, match=rf"{e['file']}: missing; expected sha256 {e['sha256']}"):
+        hub.load(DISTILL, str(copy_weights))
+    assert evaluate.main([DISTILL, "--limit", "8"]) == 0  # the repository's own copy is untouched
+
+
+def test_weights_of_another_architecture_are_refused_by_the_registered_name(copy_weights):
+    m = json.loads((copy_weights / "manifest.json").read_text())
+    m["weights"][DISTILL]["model_kwargs"]["num_steps"] = 24
+    (copy_weights / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(hub.WeightsError, match="another architecture.*num_steps"):
+        timm.create_model(DISTILL, pretrained=True, pretrained_cfg_overlay=dict(file=str(copy_weights / f"{DISTILL}.safetensors")))
+    assert hub.load(DISTILL, str(copy_weights)).num_steps == 24  # the manifest's architecture, built as recorded
+
+
+def test_evaluate_cli_lists_tags_and_rejects_bad_input(capsys):
+    assert evaluate.main(["--list"]) == 0
+    out = capsys.readouterr().out
+    assert all(tag in out for tag in hub.TAGS)
+    assert evaluate.main([DISTILL, "--num-steps", "0"]) == 2
+    assert evaluate.main(["odevit_small_patch7_28.nope"]) == 2
+    assert evaluate.main([TEACHER, "--num-steps", "4"]) == 2
+    assert "discrete ViT" in capsys.readouterr().err
