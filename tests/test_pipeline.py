@@ -164,6 +164,18 @@ def test_source_notebooks_are_clean(nb):
     assert d["cells"][0]["cell_type"] == "markdown" and ["parameters"] in tags
 
 
+@pytest.mark.slow
+def test_dvc_commands_work_on_a_fresh_clone(tmp_path):
+    """git clone (committed results and weights, no DVC cache, no checkpoints): dry run, status, dag, exp show."""
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(tmp_path / "c")], check=True)
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    for cmd in (["dvc", "repro", "--dry"], ["dvc", "status"], ["dvc", "dag"], ["dvc", "exp", "show", "--no-pager"]):
+        r = subprocess.run(cmd, cwd=tmp_path / "c", env=env, capture_output=True, text=True)
+        assert r.returncode == 0, f"{' '.join(cmd)}: " + r.stdout[-2000:] + r.stderr[-2000:]
+
+
 def test_stage_per_notebook():
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     assert stages.pop("cell")["cmd"] == "python -m odevit.study ${item.name} ${item.seed}"  # the study's runs
