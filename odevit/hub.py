@@ -18,6 +18,7 @@ import json
 import os
 from typing import Any, Dict, List, Optional, Tuple
 
+import timm
 import torch
 import torch.nn as nn
 from safetensors.torch import load_file
@@ -39,6 +40,7 @@ STUDENT_KWARGS: Dict[str, Any] = dict(
     head_norm=True, attn_drop=0.0, proj_drop=0.0, mlp_drop=0.0)
 TEACHER_KWARGS: Dict[str, Any] = dict(
     img_size=28, patch_size=7, in_chans=1, num_classes=10, embed_dim=128, depth=6, num_heads=4, mlp_ratio=4.0)
+ARCH_KWARGS = {STUDENT_ARCH: STUDENT_KWARGS, TEACHER_ARCH: TEACHER_KWARGS}
 # tag -> (architecture, what it is)
 TAGS = {
     f"{TEACHER_ARCH}.fmnist": (TEACHER_ARCH, "teacher"),
@@ -82,12 +84,17 @@ def read_manifest(root: str = WEIGHTS_DIR) -> Dict[str, Any]:
         return json.load(f)
 
 
-def verify(tag: str, root: str = WEIGHTS_DIR) -> Dict[str, Any]:
-    """The manifest entry of `tag` after checking that its file exists with the recorded sha256 and size."""
+def entry(tag: str, root: str = WEIGHTS_DIR) -> Dict[str, Any]:
+    """The manifest entry of `tag` (its file not checked: see `verify`)."""
     entries = read_manifest(root)["weights"]
     if tag not in entries:
         raise WeightsError(f"{tag}: not in {os.path.join(root, MANIFEST)} (published: {sorted(entries)})")
-    e = entries[tag]
+    return entries[tag]
+
+
+def verify(tag: str, root: str = WEIGHTS_DIR) -> Dict[str, Any]:
+    """The manifest entry of `tag` after checking that its file exists with the recorded sha256 and size."""
+    e = entry(tag, root)
     path = os.path.join(root, e["file"])
     if not os.path.isfile(path):
         raise WeightsError(f"{path}: missing; expected sha256 {e['sha256']} ({e['bytes']} bytes)")
@@ -108,14 +115,14 @@ def _published(variant: str, kwargs: Dict[str, Any]) -> Optional[Tuple[str, str]
     return None
 
 
-def _check_arch(variant: str, kwargs: Dict[str, Any], arch_kwargs: Dict[str, Any]) -> None:
+def _check_arch(variant: str, kwargs: Dict[str, Any]) -> None:
     """Checksum of the file, and the architecture it was trained with equal to the registered one."""
     found = _published(variant, kwargs)
     if found is None:
         return
     tag, root = found
     e = verify(tag, root)
-    diff = {k: (e["model_kwargs"].get(k), v) for k, v in arch_kwargs.items() if e["model_kwargs"].get(k) != v}
+    diff = {k: (e["model_kwargs"].get(k), v) for k, v in ARCH_KWARGS[variant].items() if e["model_kwargs"].get(k) != v}
     if diff:
         raise WeightsError(f"{weights_path(tag, root)}: trained with another architecture than {variant} "
                            f"(file vs architecture: {diff}); load it with odevit.hub.load('{tag}')")
@@ -127,7 +134,7 @@ def odevit_small_patch7_28(pretrained: bool = False, **kwargs: Any) -> ODEViT:
     D 128, 4 heads, N 12 steps over T = 6 (the teacher's depth), final LayerNorm before the head. Tags:
     .fmnist_distill (distilled), .fmnist_free (same architecture from scratch)."""
     if pretrained:
-        _check_arch(STUDENT_ARCH, kwargs, STUDENT_KWARGS)
+        _check_arch(STUDENT_ARCH, kwargs)
     return build_model_with_cfg(ODEViT, STUDENT_ARCH, pretrained, **{**STUDENT_KWARGS, **kwargs})
 
 
@@ -136,7 +143,7 @@ def odevit_teacher_patch7_28(pretrained: bool = False, **kwargs: Any) -> VisionT
     """The default run's discrete teacher: a timm ViT, 28x28, patch 7, D 128, depth 6, 4 heads, mlp_ratio 4.
     Tag .fmnist (trained on Fashion-MNIST by 02_teacher)."""
     if pretrained:
-        _check_arch(TEACHER_ARCH, kwargs, TEACHER_KWARGS)
+        _check_arch(TEACHER_ARCH, kwargs)
     return build_model_with_cfg(VisionTransformer, TEACHER_ARCH, pretrained, pretrained_filter_fn=checkpoint_filter_fn,
                                 **{**TEACHER_KWARGS, **kwargs})
 
@@ -146,8 +153,6 @@ def load(tag: str, root: str = WEIGHTS_DIR) -> nn.Module:
     in eval mode — works for any run's weights, registered architecture or not."""
     e = verify(tag, root)
     if e["kind"] == "teacher":
-        import timm
-
         model = timm.create_model(e["builder"], pretrained=False, **e["model_kwargs"])
     else:
         model = ODEViT(**e["model_kwargs"])
@@ -157,10 +162,8 @@ def load(tag: str, root: str = WEIGHTS_DIR) -> nn.Module:
 
 def create(tag: str, root: str = WEIGHTS_DIR) -> nn.Module:
     """A published model in eval mode: through timm.create_model(tag, pretrained=True) (the path users take) where
-    its weights have the registered architecture, else `load(tag)`."""
-    import timm
-
-    if verify(tag, root).get("architecture"):
+    its weights have the registered architecture, else `load(tag)` (both check the file's sha256)."""
+    if entry(tag, root).get("architecture"):
         return timm.create_model(tag, pretrained=True, pretrained_cfg_overlay=dict(file=weights_path(tag, root))).eval()
     return load(tag, root)
 
@@ -168,9 +171,8 @@ def create(tag: str, root: str = WEIGHTS_DIR) -> nn.Module:
 def evaluate_tag(tag: str, num_steps: Optional[int] = None, root: str = WEIGHTS_DIR, data_root: Optional[str] = None,
                  limit: Optional[int] = None) -> Dict[str, float]:
     """Acc@1/3/5 of a published model on the test split it was evaluated on (its manifest's data block), in fp32
-    on CPU, through `create` (timm.create_model for a registered architecture)."""
-    e = verify(tag, root)
-    d = e["data"]
+    on CPU, through `create` (timm.create_model for a registered architecture; it checks the file)."""
+    d = entry(tag, root)["data"]
     model = create(tag, root)
     if num_steps is not None and not isinstance(model, ODEViT):
         raise ValueError(f"--num-steps: {tag} is a discrete ViT (fixed depth), not an ODE model")

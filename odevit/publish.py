@@ -20,8 +20,8 @@ import torch
 from safetensors.torch import save_file
 
 from . import config, data, pipeline, train
-from .hub import (MANIFEST, STUDENT_ARCH, STUDENT_KWARGS, TAGS, TEACHER_ARCH, TEACHER_KWARGS, WEIGHTS_DIR,
-                  WeightsError, evaluate_tag, sha256, weights_path)
+from .hub import (ARCH_KWARGS, MANIFEST, STUDENT_ARCH, TAGS, TEACHER_ARCH, WEIGHTS_DIR, WeightsError, evaluate_tag,
+                  sha256, weights_path)
 
 
 def _teacher_kwargs(b: config.Base, t: config.Teacher) -> Dict[str, Any]:
@@ -75,25 +75,22 @@ def publish(params_file: str = "params.yaml", root: str = WEIGHTS_DIR) -> Dict[s
     ROOT.staging and checked there — every tag reloaded the way users load it must reproduce its run's Acc@1 —
     before it replaces ROOT: a failure leaves the previous weights untouched and nothing half-written."""
     src = sources(params_file)
-    for e in src.values():  # every input read before anything is written
-        train.load_checkpoint(e["checkpoint"])
-        pipeline.read_json(e["metrics"])
+    # every input read (and checked) before anything is written
+    inputs = {tag: (train.load_checkpoint(e["checkpoint"]), pipeline.read_json(e["metrics"])) for tag, e in src.items()}
     staging = root.rstrip("/") + ".staging"
     shutil.rmtree(staging, ignore_errors=True)
     os.makedirs(staging)
     try:
         entries: Dict[str, Any] = {}
         for tag, e in src.items():
-            sd = train.load_checkpoint(e["checkpoint"])
+            sd, m = inputs[tag]
             sd = {k: v.contiguous() for k, v in (sd["model"] if "model" in sd else sd).items()}
             path = weights_path(tag, staging)
             save_file(sd, path, metadata={"tag": tag})  # one key: safetensors orders several at random
             os.chmod(path, 0o644)
-            m = pipeline.read_json(e["metrics"])
-            registered = {TEACHER_ARCH: TEACHER_KWARGS, STUDENT_ARCH: STUDENT_KWARGS}[TAGS[tag][0]]
             entries[tag] = dict(file=os.path.basename(path), sha256=sha256(path), bytes=os.path.getsize(path),
                                 # None: this run's architecture is not the registered one (load with hub.load)
-                                architecture=TAGS[tag][0] if e["model_kwargs"] == registered else None,
+                                architecture=TAGS[tag][0] if e["model_kwargs"] == ARCH_KWARGS[TAGS[tag][0]] else None,
                                 description=TAGS[tag][1], parameters=int(sum(v.numel() for v in sd.values())),
                                 metrics={k: m[k] for k in ("acc1", "acc3", "acc5") if k in m},
                                 **{k: v for k, v in e.items() if k != "metrics"}, metrics_file=e["metrics"])

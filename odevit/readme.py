@@ -18,11 +18,18 @@ import pandas as pd
 import yaml
 
 from .report import to_markdown
+from .study import collect
 
 
 def _json(path: str) -> Dict:
     with open(path) as f:
         return json.load(f)
+
+
+def _reference(root: str) -> str:
+    """study.reference of the run's params.yaml (the cell every comparison is made against)."""
+    with open(os.path.join(root, "params.yaml")) as f:
+        return yaml.safe_load(f)["study"]["reference"]
 
 
 def _num(x: float, signed: bool = False) -> str:
@@ -41,16 +48,10 @@ def claims_table(root: str = ".") -> str:
         rows.append(f"| `{r.claim}` | {r.paper} | {_num(r.ours_mean, signed)} ± {r.ours_std:.2g} | {r.seeds} | "
                     f"[{_num(r.diff_ci_low)}, {_num(r.diff_ci_high)}] | {res} |")
     resolved = ", ".join(f"`{x}`" for x in c[c.resolved].claim)
-    cells = pd.concat([pd.DataFrame([_json(os.path.join(dp, "metrics.json"))])
-                       for dp in sorted(_glob(root, "results/cells/ref/s*"))])
+    cells = collect(os.path.join(root, "results"))
+    cells = cells[cells.cell == _reference(root)]
     return ("\n".join(rows) + f"\n\nAt this CPU budget the default resolves: {resolved}. The reference's seed spread "
             f"here is {100 * cells.acc1.std(ddof=1):.2f} pt (std of Acc@1 over its {len(cells)} seeds).")
-
-
-def _glob(root: str, pattern: str) -> List[str]:
-    import glob
-
-    return glob.glob(os.path.join(root, pattern))
 
 
 def main_table(root: str = ".") -> str:
@@ -68,8 +69,7 @@ def weights_table(root: str = ".") -> str:
 
 def dynamics_summary(root: str = ".") -> str:
     m = _json(os.path.join(root, "results/06_dynamics/metrics.json"))
-    with open(os.path.join(root, "params.yaml")) as f:
-        ref = yaml.safe_load(f)["study"]["reference"]
+    ref = _reference(root)
     ly = m["lyapunov"][ref]
     p1, fid = m["prop1"], m["fidelity"]
     join = lambda vals, fmt: ", ".join(format(v, fmt) for v in vals)  # noqa: E731

@@ -33,6 +33,11 @@ def tiny_params() -> dict:
     return params
 
 
+def _env() -> dict:
+    """The environment with this interpreter's bin/ first on PATH (dvc, papermill of the test's venv)."""
+    return dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+
+
 def _finite(obj) -> bool:
     if isinstance(obj, dict):
         return all(_finite(v) for v in obj.values())
@@ -51,7 +56,7 @@ def repro(tmp_path_factory):
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
     (work / "params.yaml").write_text(yaml.safe_dump(tiny_params()))
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    env = _env()
     subprocess.run(["dvc", "init", "--no-scm", "-q"], cwd=work, check=True, env=env)
     subprocess.run(["dvc", "config", "core.analytics", "false"], cwd=work, check=True, env=env)
     r = subprocess.run(["dvc", "repro"], cwd=work, env=env, capture_output=True, text=True)
@@ -88,7 +93,7 @@ def test_dvc_repro_tiny_writes_every_declared_output(repro):
     assert (repro / "results/07_report/html/04_distill.html").is_file()
     assert (repro / "results/07_report/html/07_report.html").is_file()
     # a second repro is a no-op
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    env = _env()
     r = subprocess.run(["dvc", "status"], cwd=repro, env=env, capture_output=True, text=True)
     assert "up to date" in r.stdout, r.stdout
 
@@ -114,7 +119,7 @@ def test_dynamics_notebook_runs_from_published_weights(repro, tmp_path):
     params = yaml.safe_load((work / "params.yaml").read_text())
     params["dynamics"]["weights"] = "published"
     (work / "params.yaml").write_text(yaml.safe_dump(params))
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    env = _env()
     r = subprocess.run(["papermill", "-k", "python3", "--cwd", ".", "-f", "params.yaml", "notebooks/06_dynamics.ipynb",
                         str(tmp_path / "06.ipynb")], cwd=work, env=env, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -128,7 +133,7 @@ def test_notebook_runs_when_opened_from_notebooks_dir(repro, tmp_path):
     work = tmp_path / "w"
     shutil.copytree(repro, work, ignore=shutil.ignore_patterns("checkpoints", ".dvc"))
     (work / "results/01_data/metrics.json").unlink()
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    env = _env()
     r = subprocess.run(["papermill", "-k", "python3", "--cwd", "notebooks", "notebooks/01_data.ipynb",
                         str(tmp_path / "01.ipynb")], cwd=work, env=env, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -170,7 +175,7 @@ def test_dvc_commands_work_on_a_fresh_clone(tmp_path):
     if not (ROOT / ".git").exists():
         pytest.skip("not a git checkout")
     subprocess.run(["git", "clone", "-q", str(ROOT), str(tmp_path / "c")], check=True)
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    env = _env()
     for cmd in (["dvc", "repro", "--dry"], ["dvc", "status"], ["dvc", "dag"], ["dvc", "exp", "show", "--no-pager"]):
         r = subprocess.run(cmd, cwd=tmp_path / "c", env=env, capture_output=True, text=True)
         assert r.returncode == 0, f"{' '.join(cmd)}: " + r.stdout[-2000:] + r.stderr[-2000:]
