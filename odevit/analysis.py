@@ -151,7 +151,7 @@ def teacher_student_distances(student: ODEViT, teacher: nn.Module, loader: Itera
     final, cats, per_ckpt = [], [], []
     for x, y in loader:
         x, y = x.to(device), y.to(device)
-        out = student.forward_intermediates(x)
+        out = student.forward_trajectory(x)
         hs = hidden_states(teacher, x)
         s_ok = out["logits"].argmax(-1) == y
         t_ok = teacher.forward_head(teacher.norm(hs[-1])).argmax(-1) == y  # the head reads CLS (index 0)
@@ -169,7 +169,7 @@ def teacher_student_distances(student: ODEViT, teacher: nn.Module, loader: Itera
 @torch.no_grad()
 def cls_attention_over_time(model: ODEViT, x: torch.Tensor) -> torch.Tensor:
     """CLS -> patch attention of every step, (N, B, H, grid, grid); register columns dropped (rows not renormalised)."""
-    out = model.forward_intermediates(x, return_attn=True)
+    out = model.forward_trajectory(x, return_attn=True)
     M = model.num_patches
     g = int(round(M ** 0.5))
     A = torch.stack([a[:, :, 0, 1 : 1 + M] for a in out["attn"]])  # (N, B, H, M)
@@ -188,9 +188,9 @@ def pca_2d(*groups: torch.Tensor) -> List[np.ndarray]:
 @torch.no_grad()
 def step_trace(model: ODEViT, x: torch.Tensor, num_steps: Optional[int] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     """Per step k = 1..N: CLS increment ||X_k - X_{k-1}||_CLS (N, B) and the prediction from X_k (N, B)."""
-    states = model.forward_intermediates(x, num_steps=num_steps)["states"]
+    states = model.forward_trajectory(x, num_steps=num_steps)["states"]
     inc = torch.stack([(b[:, 0] - a[:, 0]).norm(dim=-1) for a, b in zip(states[:-1], states[1:])])
-    pred = torch.stack([model.forward_head(s).argmax(-1) for s in states[1:]])
+    pred = torch.stack([model.forward_head(model.norm(s)).argmax(-1) for s in states[1:]])
     return inc, pred
 
 
@@ -219,12 +219,12 @@ def adaptive_forward(model: ODEViT, x: torch.Tensor, eps: float, stable: int = 0
     active = torch.arange(x.shape[0], device=x.device)
     used = torch.full((x.shape[0],), N, dtype=torch.long, device=x.device)
     logits = torch.empty(x.shape[0], model.num_classes, device=x.device)
-    prev = model.forward_head(X).argmax(-1)
+    prev = model.forward_head(model.norm(X)).argmax(-1)
     same = torch.zeros(x.shape[0], dtype=torch.long, device=x.device)
     for k in range(1, N + 1):
         Xa = X[active]
         Xn = step(Xa)
-        out = model.forward_head(Xn)
+        out = model.forward_head(model.norm(Xn))
         pred = out.argmax(-1)
         if k > 1:
             same[active] = torch.where(pred == prev[active], same[active] + 1, 0)
@@ -348,7 +348,7 @@ def relative_fidelity(student: ODEViT, teacher: nn.Module, loader: Iterable, che
     rel_s, rel_t, n = 0.0, 0.0, 0
     for x, _ in loader:
         x = x.to(device)
-        states = student.forward_intermediates(x)["states"]
+        states = student.forward_trajectory(x)["states"]
         hs = hidden_states(teacher, x)
         norm = torch.stack([h[:, 0].norm(dim=-1) for h in hs[1:]], 1)  # (B, L)
         ds = torch.stack([(states[c][:, 0] - h[:, 0]).norm(dim=-1) for c, h in zip(checkpoints, hs[1:])], 1)

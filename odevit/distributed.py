@@ -70,7 +70,7 @@ def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
 
 class _Dispatch(nn.Module):
     """DDP calls `forward`; this forward calls any method of the wrapped model, so that objectives using
-    `model.forward_intermediates(...)` still go through DDP (which readies the gradient all-reduce)."""
+    `model.forward_trajectory(...)` still go through DDP (which readies the gradient all-reduce)."""
 
     def __init__(self, model: nn.Module):
         super().__init__()

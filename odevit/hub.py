@@ -27,7 +27,7 @@ from timm.models._builder import resolve_pretrained_cfg
 from timm.models.vision_transformer import VisionTransformer, checkpoint_filter_fn
 
 from . import data, train
-from .model import ODEViT
+from .model import ODEViT, build, getter_features
 
 WEIGHTS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "weights")
 MANIFEST = "manifest.json"
@@ -135,7 +135,7 @@ def odevit_small_patch7_28(pretrained: bool = False, **kwargs: Any) -> ODEViT:
     .fmnist_distill (distilled), .fmnist_free (same architecture from scratch)."""
     if pretrained:
         _check_arch(STUDENT_ARCH, kwargs)
-    return build_model_with_cfg(ODEViT, STUDENT_ARCH, pretrained, **{**STUDENT_KWARGS, **kwargs})
+    return build(STUDENT_ARCH, pretrained, **{**STUDENT_KWARGS, **kwargs})
 
 
 @register_model
@@ -145,7 +145,7 @@ def odevit_teacher_patch7_28(pretrained: bool = False, **kwargs: Any) -> VisionT
     if pretrained:
         _check_arch(TEACHER_ARCH, kwargs)
     return build_model_with_cfg(VisionTransformer, TEACHER_ARCH, pretrained, pretrained_filter_fn=checkpoint_filter_fn,
-                                **{**TEACHER_KWARGS, **kwargs})
+                                **getter_features({**TEACHER_KWARGS, **kwargs}))
 
 
 def load(tag: str, root: str = WEIGHTS_DIR) -> nn.Module:

@@ -29,13 +29,31 @@ class CenterNorm(nn.Module):
         xc = x - x.mean(dim=-1, keepdim=True)
         return torch.addcmul(self.bias, xc, self.weight * self.scale)  # one fused multiply-add over (B, T, D)
 
-    def fold_into(self, linear: nn.Linear) -> Tuple[torch.Tensor, torch.Tensor]:
+    def fold_into(self, linear: nn.Linear, center: bool = True) -> Tuple[torch.Tensor, torch.Tensor]:
         """(W', b') with linear(CenterNorm(x)) == x @ W'^T + b' exactly: centring is the linear map P = I - 11^T/D,
         so W' = W diag(s gamma) P (each row of W diag(s gamma) minus its mean) and b' = W beta (+ the linear's
-        bias). Differentiable in gamma, beta and W; costs O(D * out) instead of O(B * T * D) per evaluation."""
-        m = linear.weight * (self.weight * self.scale)  # (out, D)
-        b = linear.weight @ self.bias
-        return m - m.mean(dim=1, keepdim=True), b if linear.bias is None else b + linear.bias
+        bias). Differentiable in gamma, beta and W; costs O(D * out) instead of O(B * T * D) per evaluation.
+
+        center=False folds only gamma and beta: linear(CenterNorm(x)) == (x - mean(x)) @ W'^T + b', the caller
+        centres x. Use it in low precision: a bf16/fp16 matmul rounds the uncentred x (whose token mean can be
+        far larger than its spread) and W' (whose rows then no longer sum to 0), and the centring the fold
+        promised is lost; centring x first in the residual stream's precision keeps it exact."""
+        if torch.fx._symbolic_trace.is_fx_tracing():  # parameters are Proxies (no dtype to branch on): plain arithmetic
+            return self._fold(linear.weight, linear.bias, self.weight, self.bias, center)
+        dtype = linear.weight.dtype
+        acc = torch.promote_types(dtype, torch.float32)  # fp32 for a half model, fp64 stays fp64
+        with torch.autocast(linear.weight.device.type, enabled=False):  # autocast would run W @ beta in bf16
+            m, b = self._fold(linear.weight.to(acc), None if linear.bias is None else linear.bias.to(acc),
+                              self.weight.to(acc), self.bias.to(acc), center)
+        return m.to(dtype), b.to(dtype)
+
+    def _fold(self, w: torch.Tensor, bias: Optional[torch.Tensor], gamma: torch.Tensor, beta: torch.Tensor,
+              center: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+        m = w * (gamma * self.scale)  # (out, D)
+        b = w @ beta
+        if center:
+            m = m - m.mean(dim=1, keepdim=True)
+        return m, b if bias is None else b + bias
 
 
 NORMS = {

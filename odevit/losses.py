@@ -64,7 +64,7 @@ def jasmin(attn_maps: Sequence[torch.Tensor], k: int = 2, last_frac: float = 0.8
     detach=True reproduces the published code, whose maps are detached (the term then has no gradient).
     """
     if not attn_maps:
-        raise ValueError("jasmin: no attention maps (call forward_intermediates with return_attn=True)")
+        raise ValueError("jasmin: no attention maps (call forward_trajectory with return_attn=True)")
     n = max(1, math.floor(last_frac * len(attn_maps)))
     a = torch.stack(attn_maps[-n:])  # (n, B, H, T, T): one batched pass
     a = a.detach() if detach else a

@@ -29,7 +29,7 @@ def ode_scratch(label_smoothing: float = 0.0, jasmin_weight: float = 0.0, jasmin
     """ODE-ViT from scratch: CE (+ JaSMin on the attention maps of the last 85% of steps)."""
 
     def objective(model, x, y, epoch, idx=None):
-        out = model.forward_intermediates(x, return_attn=jasmin_weight > 0)
+        out = model.forward_trajectory(x, return_attn=jasmin_weight > 0)
         ce = F.cross_entropy(out["logits"].float(), y, label_smoothing=label_smoothing)
         loss, parts = ce, {"ce": ce.item()}
         if jasmin_weight > 0:
@@ -75,7 +75,7 @@ def distill(
             else:
                 hs = hidden_states(teacher, x)
             t_attn = last_attention(teacher, x) if attn_l1_weight > 0 else None
-        out = model.forward_intermediates(x, return_attn=jasmin_weight > 0 or attn_l1_weight > 0)
+        out = model.forward_trajectory(x, return_attn=jasmin_weight > 0 or attn_l1_weight > 0)
         mse = trajectory_mse(out["states"], hs, checkpoints, tokens=mse_tokens)
         loss, parts = mse_weight * mse, {"mse": mse.item()}
         if jasmin_weight > 0:

@@ -14,9 +14,10 @@ and 4 of F (MLP) per step, about twice the cost of a Lie-Trotter step.
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Protocol, Type
+from typing import Callable, Dict, List, Optional, Protocol, Type
 
 import torch
+from torch.utils.checkpoint import checkpoint
 
 
 class SplitField(Protocol):
@@ -33,13 +34,24 @@ class Solver:
     def step(self, field: SplitField, x: torch.Tensor, h: float) -> torch.Tensor:
         raise NotImplementedError
 
-    def integrate(self, field: SplitField, x0: torch.Tensor, num_steps: int, horizon: float) -> List[torch.Tensor]:
+    def integrate(self, field: SplitField, x0: torch.Tensor, num_steps: int, horizon: float,
+                  stop: Optional[int] = None, grad_checkpointing: bool = False) -> List[torch.Tensor]:
+        """[X_0, ..., X_stop] with h = horizon / num_steps (stop defaults to num_steps: the whole horizon).
+
+        grad_checkpointing: keep only each step's input for backward and recompute the step's inside
+        (attention maps, MLP hidden) during backward; the field must compute the same function both times."""
         if num_steps < 1:
             raise ValueError(f"num_steps: {num_steps} must be >= 1")
+        stop = num_steps if stop is None else stop
+        if not 1 <= stop <= num_steps:
+            raise ValueError(f"stop: {stop} must be in 1..{num_steps}")
         h = horizon / num_steps
         states = [x0]
-        for _ in range(num_steps):
-            states.append(self.step(field, states[-1], h))
+        for _ in range(stop):
+            if grad_checkpointing and torch.is_grad_enabled():
+                states.append(checkpoint(self.step, field, states[-1], h, use_reentrant=False))
+            else:
+                states.append(self.step(field, states[-1], h))
         return states
 
 
