@@ -58,13 +58,48 @@ class Arch:
 
 
 @dataclass
-class Teacher(Optim, Arch):
-    name: str = "vit_tiny_patch16_224"  # any timm VisionTransformer
+class Teacher(Optim):
+    """teacher.name builds that timm architecture, with or without weights. The shape keys restate it: None takes
+    the name's value, any other value must equal it (`resolve_teacher`), so a name and a shape never mix.
+    name None: a timm VisionTransformer of exactly the shape keys (all must be set; no hub weights)."""
+    name: Optional[str] = "odevit_teacher_patch7_28"  # any timm VisionTransformer
     pretrained: bool = False
     weights_file: Optional[str] = None
     linear_probe: bool = False  # train only the head (for pretrained teachers)
-    depth: int = 6
-    mlp_ratio: float = 4.0
+    patch_size: Optional[int] = 7
+    embed_dim: Optional[int] = 128
+    depth: Optional[int] = 6
+    num_heads: Optional[int] = 4
+    mlp_ratio: Optional[float] = 4.0
+
+
+TEACHER_SHAPE = ("patch_size", "embed_dim", "depth", "num_heads", "mlp_ratio")
+
+
+def resolve_teacher(cfg: Teacher) -> Teacher:
+    """The teacher block with every shape key set to teacher.name's architecture; ConfigError where a key the user
+    set disagrees with the name (pick a name of that shape, e.g. a timm ViT or one registered like
+    odevit.hub's odevit_teacher_patch7_28, or set the key to null)."""
+    from .teacher import architecture
+
+    if cfg.name is None:
+        missing = [k for k in TEACHER_SHAPE if getattr(cfg, k) is None]
+        if missing:
+            raise ConfigError(f"params.yaml: teacher.name = null builds the ViT the shape keys describe: set "
+                              f"teacher.{', teacher.'.join(missing)}")
+        if cfg.pretrained:
+            raise ConfigError("params.yaml: teacher.pretrained = true needs a teacher.name (whose weights to fetch)")
+        return cfg
+    try:
+        arch = architecture(cfg.name)
+    except ValueError as e:
+        raise ConfigError(f"params.yaml: {e}") from None
+    for k in TEACHER_SHAPE:
+        v = getattr(cfg, k)
+        if v is not None and v != arch[k]:
+            raise ConfigError(f"params.yaml: teacher.{k} = {v!r} disagrees with teacher.name '{cfg.name}' ({k} "
+                              f"{arch[k]!r}): set it to {arch[k]!r} or null, or pick a name with {k} {v!r}")
+    return dataclasses.replace(cfg, **arch)
 
 
 @dataclass
@@ -183,7 +218,8 @@ def parse(block: str, values: Optional[Dict[str, Any]]) -> Any:
             raise ConfigError(f"params.yaml: {block}.{key} = {value!r} must be > 0")
         out[key] = value
     cfg = schema(**out)
-    if hasattr(cfg, "embed_dim") and hasattr(cfg, "num_heads") and cfg.embed_dim % cfg.num_heads:
+    if hasattr(cfg, "embed_dim") and hasattr(cfg, "num_heads") and None not in (cfg.embed_dim, cfg.num_heads) \
+            and cfg.embed_dim % cfg.num_heads:
         raise ConfigError(f"params.yaml: {block}.num_heads = {cfg.num_heads} must divide embed_dim {cfg.embed_dim}")
     if isinstance(cfg, Distill):
         from .teacher import COPYABLE
@@ -257,17 +293,27 @@ def check_stage(stage: str, params_file: str = "params.yaml") -> Dict[str, Any]:
     if base.channels != native_c and not (native_c == 1 and base.channels == 3):
         raise ConfigError(f"params.yaml: base.channels = {base.channels} for {native_c}-channel {base.dataset} "
                           f"(allowed: {native_c}, or 3 to repeat a grey image)")
+    if "teacher" in cfg:
+        cfg["teacher"] = resolve_teacher(cfg["teacher"])
+        t = cfg["teacher"]
+        if t.pretrained and not t.weights_file:  # fail here, in seconds, not after the hub client's retries
+            from .teacher import TeacherWeightsError, check_hub_reachable
+
+            try:
+                check_hub_reachable(t.name)
+            except TeacherWeightsError as e:
+                raise ConfigError(str(e)) from None
     for b in ("teacher", "scratch"):
         c = cfg.get(b)
-        if c is None or (b == "teacher" and (c.pretrained or c.weights_file)):
-            continue  # a pretrained teacher's patch size comes from timm
+        if c is None:
+            continue
         if base.image_size < c.patch_size:
             raise ConfigError(f"params.yaml: base.image_size = {base.image_size} is smaller than {b}.patch_size "
                               f"{c.patch_size}")
     t = cfg.get("teacher")
     if t is not None and t.weights_file and not os.path.isfile(t.weights_file):
         raise ConfigError(f"params.yaml: teacher.weights_file = {t.weights_file!r} does not exist")
-    if "distill" in cfg and not (t.pretrained or t.weights_file) and cfg["distill"].num_steps < t.depth:
+    if "distill" in cfg and cfg["distill"].num_steps < t.depth:
         raise ConfigError(f"params.yaml: distill.num_steps = {cfg['distill'].num_steps} is fewer than the "
                           f"{t.depth} teacher checkpoints (teacher.depth); need num_steps >= depth")
     if "study" in cfg:

@@ -41,6 +41,9 @@ STUDENT_KWARGS: Dict[str, Any] = dict(
 TEACHER_KWARGS: Dict[str, Any] = dict(
     img_size=28, patch_size=7, in_chans=1, num_classes=10, embed_dim=128, depth=6, num_heads=4, mlp_ratio=4.0)
 ARCH_KWARGS = {STUDENT_ARCH: STUDENT_KWARGS, TEACHER_ARCH: TEACHER_KWARGS}
+# the default teacher at CIFAR's shape (presets/cifar10_cpu.yaml), no published weights
+CIFAR_TEACHER_ARCH = "odevit_teacher_patch4_32"
+CIFAR_TEACHER_KWARGS: Dict[str, Any] = dict(TEACHER_KWARGS, img_size=32, patch_size=4, in_chans=3)
 # tag -> (architecture, what it is)
 TAGS = {
     f"{TEACHER_ARCH}.fmnist": (TEACHER_ARCH, "teacher"),
@@ -65,7 +68,8 @@ def _cfg(tag: str) -> Dict[str, Any]:
                       f"weights/{MANIFEST} has its checksum, source and metrics",)}
 
 
-default_cfgs = generate_default_cfgs({tag: _cfg(tag) for tag in TAGS})
+default_cfgs = generate_default_cfgs({**{tag: _cfg(tag) for tag in TAGS},
+                                      CIFAR_TEACHER_ARCH: {"url": "", "num_classes": 10, "input_size": (3, 32, 32)}})
 
 
 def sha256(path: str) -> str:
@@ -198,3 +202,11 @@ def published_models(cells: List[str], device: torch.device,
         raise WeightsError(f"{os.path.join(root, MANIFEST)}: none of the cells {cells} is published "
                            f"(published: {sorted({e['cell'] for e in entries.values() if e['cell']})})")
     return create(teachers[0], root).to(device), models
+
+
+@register_model
+def odevit_teacher_patch4_32(pretrained: bool = False, **kwargs: Any) -> VisionTransformer:
+    """The default teacher's width and depth at CIFAR's shape: 32x32, patch 4, D 128, depth 6, 4 heads, mlp_ratio 4
+    (presets/cifar10_cpu.yaml). No published weights."""
+    return build_model_with_cfg(VisionTransformer, CIFAR_TEACHER_ARCH, pretrained, pretrained_filter_fn=checkpoint_filter_fn,
+                                **getter_features({**CIFAR_TEACHER_KWARGS, **kwargs}))

@@ -16,7 +16,7 @@ import torch
 import torch.nn as nn
 
 from . import data, distributed, objectives, train
-from .config import Base, Distill, Optim, Scratch, Teacher
+from .config import TEACHER_SHAPE, Base, Distill, Optim, Scratch, Teacher, resolve_teacher
 from .model import ODEViT
 from .schedule import checkpoint_indices, layer_distances
 from .teacher import create_teacher, hidden_states, student_from_teacher
@@ -71,15 +71,23 @@ def teacher_cache(teacher: nn.Module, loader: data.Loader, cfg: Distill, device:
     return cache
 
 
+GENERIC_VIT = "vit_tiny_patch16_224"  # teacher.name null: this timm ViT with every shape key replaced by params.yaml's
+
+
+def teacher_kwargs(base: Base, cfg: Teacher) -> Dict[str, Any]:
+    """timm's constructor arguments for teacher.name: the data's image size and channels, the dataset's classes,
+    and the name's own shape (`config.resolve_teacher`: a shape key that disagrees with the name is an error)."""
+    t = resolve_teacher(cfg)
+    return dict(img_size=base.image_size, in_chans=base.channels, num_classes=data.num_classes(base.dataset),
+                **{k: getattr(t, k) for k in TEACHER_SHAPE})
+
+
 def build_teacher(base: Base, cfg: Teacher) -> nn.Module:
-    """The discrete ViT teacher: a timm model, from scratch (offline default) or pretrained (hub or local file)."""
-    if not (cfg.pretrained or cfg.weights_file):  # from-scratch architecture from params
-        kw = dict(img_size=base.image_size, patch_size=cfg.patch_size, in_chans=base.channels, embed_dim=cfg.embed_dim,
-                  depth=cfg.depth, num_heads=cfg.num_heads, mlp_ratio=cfg.mlp_ratio)
-    else:
-        kw = dict(img_size=base.image_size, in_chans=base.channels)
-    return create_teacher(cfg.name, data.num_classes(base.dataset), pretrained=cfg.pretrained,
-                          weights_file=cfg.weights_file, **kw)
+    """The discrete ViT teacher: teacher.name's architecture, from scratch (offline default) or pretrained (hub or
+    local file)."""
+    kw = teacher_kwargs(base, cfg)
+    return create_teacher(cfg.name or GENERIC_VIT, kw.pop("num_classes"), pretrained=cfg.pretrained, weights_file=cfg.weights_file,
+                          **kw)
 
 
 def build_scratch(base: Base, cfg: Scratch) -> ODEViT:

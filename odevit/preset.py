@@ -10,7 +10,7 @@ from typing import Dict, List
 
 import yaml
 
-from .config import ConfigError, parse
+from .config import ConfigError, parse, resolve_teacher
 
 
 def flags(path: str, params_file: str = "params.yaml") -> List[str]:
@@ -22,7 +22,9 @@ def flags(path: str, params_file: str = "params.yaml") -> List[str]:
     for block, values in preset.items():
         if block not in params:
             raise ConfigError(f"{path}: '{block}' is not a params.yaml block ({', '.join(params)})")
-        parse(block, {**params[block], **values})  # validate the merged block before any work
+        cfg = parse(block, {**params[block], **values})  # validate the merged block before any work
+        if block == "teacher":
+            resolve_teacher(cfg)  # teacher.name and the shape keys agree
         for key, value in values.items():
             text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
             out += ["-S", f"{block}.{key}={text}"]

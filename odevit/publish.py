@@ -24,15 +24,6 @@ from .hub import (ARCH_KWARGS, MANIFEST, STUDENT_ARCH, TAGS, TEACHER_ARCH, WEIGH
                   sha256, weights_path)
 
 
-def _teacher_kwargs(b: config.Base, t: config.Teacher) -> Dict[str, Any]:
-    """The constructor arguments `pipeline.build_teacher` gives timm for teacher.name (its weights come from us)."""
-    kw = dict(img_size=b.image_size, in_chans=b.channels, num_classes=data.num_classes(b.dataset))
-    if not (t.pretrained or t.weights_file):
-        kw.update(patch_size=t.patch_size, embed_dim=t.embed_dim, depth=t.depth, num_heads=t.num_heads,
-                  mlp_ratio=t.mlp_ratio)
-    return kw
-
-
 def _fingerprint(*blocks: Any) -> str:
     """sha256 (16 hex) of the params blocks a model came from (not of the source code)."""
     js = json.dumps([dataclasses.asdict(c) if dataclasses.is_dataclass(c) else c for c in blocks], sort_keys=True,
@@ -53,7 +44,7 @@ def sources(params_file: str = "params.yaml") -> Dict[str, Dict[str, Any]]:
     teacher = st.load_teacher(b, t, torch.device("cpu"))
     out = {f"{TEACHER_ARCH}.fmnist": dict(
         kind="teacher", checkpoint=f"{pipeline.TEACHER_CKPT}/best.pt", metrics="results/02_teacher/metrics.json",
-        builder=t.name, model_kwargs=_teacher_kwargs(b, t), params_fingerprint=_fingerprint(b, t), cell=None,
+        builder=t.name or pipeline.GENERIC_VIT, model_kwargs=pipeline.teacher_kwargs(b, t), params_fingerprint=_fingerprint(b, t), cell=None,
         seed=b.seed)}
     for tag, cell in ((f"{STUDENT_ARCH}.fmnist_distill", s.reference), (f"{STUDENT_ARCH}.fmnist_free", free[0])):
         dc, is_free = st.cell_config(d, s, cell)

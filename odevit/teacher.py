@@ -7,7 +7,10 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Iterable, List, Optional
+import pickle
+import socket
+from typing import Any, Dict, Iterable, List, Optional
+from urllib.parse import urlparse
 
 import timm
 import torch
@@ -29,6 +32,8 @@ def create_teacher(
     A file's classifier is kept when it has `num_classes` outputs (a trained teacher); otherwise (a backbone such as
     DINO, or another label set) timm drops it and the head starts fresh.
     """
+    if pretrained and weights_file is None:
+        check_hub_reachable(name)
     if weights_file is not None:
         if not os.path.isfile(weights_file):
             raise FileNotFoundError(f"teacher.weights_file: '{weights_file}' does not exist")
@@ -38,10 +43,69 @@ def create_teacher(
             overlay["num_classes"] = num_classes
         kwargs["pretrained_cfg_overlay"] = overlay
         pretrained = True
-    model = timm.create_model(name, pretrained=pretrained, num_classes=num_classes, **kwargs)
+    try:
+        model = timm.create_model(name, pretrained=pretrained, num_classes=num_classes, **kwargs)
+    except (OSError, ConnectionError) as e:  # huggingface_hub's errors derive from these
+        if weights_file is not None or not pretrained:
+            raise
+        raise TeacherWeightsError(_offline_message(name, f"{type(e).__name__}: {str(e).splitlines()[0][:120]}")) from None
     if not isinstance(model, VisionTransformer):
         raise TypeError(f"teacher.name: '{name}' is a {type(model).__name__}, not a timm VisionTransformer")
     return model
+
+
+class TeacherWeightsError(RuntimeError):
+    """Pretrained teacher weights cannot be had (hub unreachable, or a weights file that is not a state dict)."""
+
+
+def _offline_message(name: str, why: str) -> str:
+    return (f"teacher.pretrained: true needs the weights of '{name}' from the Hugging Face hub, which cannot be reached "
+            f"({why}): download them where there is network and set teacher.weights_file: PATH (.safetensors or a "
+            "state-dict .pth)")
+
+
+def check_hub_reachable(name: str, timeout: float = 5.0) -> None:
+    """Within `timeout` seconds: the pretrained weights of `name` are in the local hub cache, or the hub answers.
+    Otherwise TeacherWeightsError with one line telling the user to set teacher.weights_file (instead of the hub
+    client's minute of retries and its traceback)."""
+    cfg = timm.models.get_pretrained_cfg(name)
+    if cfg is None:
+        raise TeacherWeightsError(f"teacher.name: '{name}' has no pretrained weights in timm (pretrained: false, or "
+                                  "teacher.weights_file)")
+    if cfg.file and os.path.isfile(cfg.file):
+        return
+    if cfg.hf_hub_id:
+        from huggingface_hub import try_to_load_from_cache
+
+        repo = cfg.hf_hub_id.split("@")[0]
+        for fname in ("model.safetensors", "open_clip_pytorch_model.bin", "pytorch_model.bin"):
+            if isinstance(try_to_load_from_cache(repo, fname), str):
+                return
+        url = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+    else:
+        url = cfg.url
+    if not url:
+        raise TeacherWeightsError(f"teacher.name: '{name}' has no weights source in timm: set teacher.weights_file")
+    u = urlparse(url)
+    try:
+        socket.create_connection((u.hostname, u.port or (443 if u.scheme == "https" else 80)), timeout=timeout).close()
+    except OSError as e:
+        raise TeacherWeightsError(_offline_message(name, f"{u.hostname}: {e.strerror or type(e).__name__}")) from None
+
+
+def architecture(name: str) -> Dict[str, Any]:
+    """The shape timm's `name` builds (no weights, no memory: built on the meta device): patch_size, embed_dim,
+    depth, num_heads, mlp_ratio. Raises ValueError for an unknown name or a model that is not a timm ViT."""
+    try:
+        with torch.device("meta"):
+            m = timm.create_model(name, pretrained=False)
+    except RuntimeError as e:
+        raise ValueError(f"teacher.name: '{name}' is not a timm model ({str(e).splitlines()[0]})") from None
+    if not isinstance(m, VisionTransformer):
+        raise ValueError(f"teacher.name: '{name}' is a {type(m).__name__}, not a timm VisionTransformer")
+    blk = m.blocks[0]
+    return dict(patch_size=m.patch_embed.patch_size[0], embed_dim=m.embed_dim, depth=len(m.blocks),
+                num_heads=blk.attn.num_heads, mlp_ratio=blk.mlp.fc1.out_features / m.embed_dim)
 
 
 def _file_head_classes(path: str) -> Optional[int]:
@@ -51,7 +115,16 @@ def _file_head_classes(path: str) -> Optional[int]:
 
         with safe_open(path, "pt") as f:
             return f.get_slice("head.weight").get_shape()[0] if "head.weight" in f.keys() else None
-    sd = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    try:
+        sd = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except pickle.UnpicklingError:
+        raise TeacherWeightsError(f"teacher.weights_file: '{path}' refused: it holds pickled objects or code, not "
+                                  "just tensors (weights_only=True); save model.state_dict() or a .safetensors file") from None
+    except (RuntimeError, EOFError, ValueError) as e:
+        raise TeacherWeightsError(f"teacher.weights_file: '{path}' is not a torch state dict or safetensors file "
+                                  f"({str(e).splitlines()[0][:120]})") from None
+    if not isinstance(sd, dict):
+        raise TeacherWeightsError(f"teacher.weights_file: '{path}' holds a {type(sd).__name__}, not a state dict")
     sd = sd.get("state_dict", sd.get("model", sd))
     w = sd.get("head.weight")
     return None if w is None else int(w.shape[0])

@@ -22,7 +22,7 @@ import torch
 import torch.nn as nn
 from tqdm import tqdm  # text bar in a terminal; disabled under papermill (one line per epoch)
 
-from . import distributed
+from . import distributed, memory
 from .losses import topk_correct
 from .objectives import Objective
 
@@ -177,6 +177,23 @@ def fingerprint(*configs: Any) -> str:
     return h.hexdigest()[:16]
 
 
+def probe_memory(model: nn.Module, loader: Any, objective: Objective, device: torch.device) -> int:
+    """Before training: the activation bytes of one training sample (the objective's forward at batch 1, measured)
+    times the batch, plus weights, gradients and AdamW state; MemoryEstimateError if that exceeds the free memory,
+    so a run that cannot fit stops with its estimate instead of being killed. RNG states are restored: training
+    draws exactly what it would have drawn without the probe."""
+    rng = _rng_state()
+    try:
+        x, y, idx = next(iter(loader.batches(0, with_index=True)))
+        model.train()
+        x, y = x[:1].to(device), y[:1].to(device)
+        with autocast(device):
+            per_sample = memory.saved_bytes(lambda: objective(model, x, y, 0, idx[:1]), model)
+    finally:
+        _set_rng_state(rng)
+    return memory.check_fits(model, per_sample, loader.batch_size, device)
+
+
 def fit(
     model: nn.Module,
     train_loader: Any,
@@ -243,6 +260,9 @@ def fit(
                 print(f"resuming from {last_path} after epoch {start}/{cfg.epochs}", flush=True)
         elif rank == 0:
             print(f"{last_path} belongs to another configuration: starting this run from scratch", flush=True)
+
+    if start < cfg.epochs:
+        probe_memory(model, train_loader, objective, device)
 
     for epoch in range(start, cfg.epochs):
         params = begin_epoch(epoch)

@@ -16,7 +16,7 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 TINY = {
     "base": dict(dataset="synthetic", image_size=28, channels=1, synthetic_size=192, batch_size=32,
                  eval_batch_size=64, device="cpu"),
-    "teacher": dict(patch_size=7, embed_dim=16, depth=2, num_heads=2, mlp_ratio=2.0, epochs=2),
+    "teacher": dict(name=None, patch_size=7, embed_dim=16, depth=2, num_heads=2, mlp_ratio=2.0, epochs=2),
     "distill": dict(num_steps=4, epochs=2, distance_batches=2),
     "study": dict(seeds=[0, 1, 2], train_limit=64, robustness_test_limit=32, robustness_steps=[1, 8],
                   cells={"ref": {}, "free": {"free": True}, "jasmin_off": {"jasmin_weight": 0.0},
