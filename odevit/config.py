@@ -335,8 +335,10 @@ def check_stage(stage: str, params_file: str = "params.yaml") -> Dict[str, Any]:
 if __name__ == "__main__":  # python -m odevit.config STAGE: validate before any work (dvc.yaml runs this first)
     import sys
 
+    from odevit import config as _imported  # other modules raise odevit.config.ConfigError, not __main__'s
+
     try:
-        check_stage(sys.argv[1] if len(sys.argv) > 1 else "")
-    except ConfigError as e:
+        _imported.check_stage(sys.argv[1] if len(sys.argv) > 1 else "")
+    except _imported.ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import os
 import pickle
-import socket
 from typing import Any, Dict, Iterable, List, Optional
-from urllib.parse import urlparse
+from urllib.request import Request, urlopen
 
 import timm
 import torch
@@ -59,38 +58,47 @@ class TeacherWeightsError(RuntimeError):
 
 
 def _offline_message(name: str, why: str) -> str:
-    return (f"teacher.pretrained: true needs the weights of '{name}' from the Hugging Face hub, which cannot be reached "
+    return (f"teacher.pretrained: true needs the weights of '{name}' from the hub, which cannot be fetched from here "
             f"({why}): download them where there is network and set teacher.weights_file: PATH (.safetensors or a "
             "state-dict .pth)")
 
 
 def check_hub_reachable(name: str, timeout: float = 5.0) -> None:
-    """Within `timeout` seconds: the pretrained weights of `name` are in the local hub cache, or the hub answers.
-    Otherwise TeacherWeightsError with one line telling the user to set teacher.weights_file (instead of the hub
-    client's minute of retries and its traceback)."""
+    """Within a few `timeout`s: the pretrained weights of `name` are in the local hub cache, or the hub serves them
+    (a HEAD request for the file, as the hub client makes: a proxy that answers everything does not count).
+    Otherwise TeacherWeightsError with one line telling the user to set teacher.weights_file, instead of the hub
+    client's minute of retries and its traceback."""
     cfg = timm.models.get_pretrained_cfg(name)
     if cfg is None:
         raise TeacherWeightsError(f"teacher.name: '{name}' has no pretrained weights in timm (pretrained: false, or "
                                   "teacher.weights_file)")
     if cfg.file and os.path.isfile(cfg.file):
         return
+    files = ("model.safetensors", "pytorch_model.bin", "open_clip_pytorch_model.bin")
     if cfg.hf_hub_id:
-        from huggingface_hub import try_to_load_from_cache
+        from huggingface_hub import get_hf_file_metadata, hf_hub_url, try_to_load_from_cache
 
-        repo = cfg.hf_hub_id.split("@")[0]
-        for fname in ("model.safetensors", "open_clip_pytorch_model.bin", "pytorch_model.bin"):
-            if isinstance(try_to_load_from_cache(repo, fname), str):
+        repo, _, rev = cfg.hf_hub_id.partition("@")
+        if any(isinstance(try_to_load_from_cache(repo, f, revision=rev or None), str) for f in files):
+            return
+        why = ""
+        for f in files[:2]:
+            try:
+                get_hf_file_metadata(hf_hub_url(repo, f, revision=rev or None), timeout=timeout)
                 return
-        url = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
-    else:
-        url = cfg.url
-    if not url:
+            except Exception as e:  # offline, DNS, timeout, proxy refusal, 404: all mean "not from here"
+                why = why or f"{type(e).__name__}: {str(e).splitlines()[0][:100]}"
+        raise TeacherWeightsError(_offline_message(name, why))
+    if not cfg.url:
         raise TeacherWeightsError(f"teacher.name: '{name}' has no weights source in timm: set teacher.weights_file")
-    u = urlparse(url)
     try:
-        socket.create_connection((u.hostname, u.port or (443 if u.scheme == "https" else 80)), timeout=timeout).close()
-    except OSError as e:
-        raise TeacherWeightsError(_offline_message(name, f"{u.hostname}: {e.strerror or type(e).__name__}")) from None
+        with urlopen(Request(cfg.url, method="HEAD"), timeout=timeout) as r:
+            if r.status < 400:
+                return
+            why = f"HTTP {r.status}"
+    except Exception as e:
+        why = f"{type(e).__name__}: {str(e).splitlines()[0][:100]}"
+    raise TeacherWeightsError(_offline_message(name, why))
 
 
 def architecture(name: str) -> Dict[str, Any]:

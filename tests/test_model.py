@@ -185,9 +185,14 @@ def test_timm_registry_forward_backward(name):
 
 
 def test_depth1_vit_is_one_lie_trotter_step():
-    """A depth-1 timm ViT == ODEViT(layernorm, bias, lie_trotter, N=1, T=1) with the teacher's block loaded."""
+    """A depth-1 timm ViT == ODEViT(layernorm, bias, lie_trotter, N=1, T=1) with the teacher's block loaded.
+    Every teacher parameter is randomised first (a fresh timm ViT has zero biases and LayerNorms at (1, 0), which
+    would hide a bias or a norm parameter that is not copied)."""
     torch.manual_seed(0)
     vit = timm.create_model("vit_tiny_patch16_224", img_size=32, patch_size=8, depth=1, num_classes=7).eval()
+    with torch.no_grad():
+        for name, p in vit.named_parameters():
+            p.add_(torch.randn_like(p) * 0.1) if p.ndim > 1 else p.copy_(torch.randn_like(p) * 0.5 + ("weight" in name))
     from odevit import student_from_teacher
 
     ode = student_from_teacher(vit, num_steps=1, horizon=1.0, mlp_ratio=4.0, norm="layernorm", bias=True,

@@ -95,3 +95,66 @@ def test_backbone_file_without_head_gets_fresh_head(tmp_path):
                        embed_dim=32, depth=3, num_heads=2)
     assert torch.equal(t.blocks[2].mlp.fc2.weight, src.blocks[2].mlp.fc2.weight)
     assert t.head.weight.shape == (5, 32)
+
+
+def test_weights_file_with_pickled_code_is_refused_clearly(tmp_path):
+    """A .pth that carries a callable (pickled code) is refused with the file's name, not an unpickling traceback."""
+    import os
+
+    from odevit.teacher import TeacherWeightsError
+
+    path = tmp_path / "evil.pth"
+    torch.save({"head.weight": torch.zeros(5, 32), "hook": os.getcwd}, path)
+    with pytest.raises(TeacherWeightsError, match=r"teacher.weights_file: '.*evil.pth' refused: it holds pickled"):
+        create_teacher("vit_tiny_patch16_224", num_classes=5, weights_file=str(path), img_size=32, patch_size=8,
+                       embed_dim=32, depth=3, num_heads=2)
+
+
+def test_pretrained_without_network_fails_fast_with_one_line(tmp_path):
+    """Hub unreachable (an endpoint that never answers) and an empty hub cache: one line naming
+    teacher.weights_file within 30 s, from create_teacher and from the stage's params check."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    import yaml
+
+    env = dict(os.environ, HF_ENDPOINT="http://10.255.255.1", HF_HOME=str(tmp_path / "hf"), HF_HUB_DISABLE_TELEMETRY="1")
+    t0 = time.perf_counter()
+    code = "from odevit import create_teacher; create_teacher('vit_small_patch16_224.dino', 10, pretrained=True)"
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert time.perf_counter() - t0 < 30
+    assert p.returncode != 0 and "set teacher.weights_file" in p.stderr.strip().splitlines()[-1], p.stderr[-500:]
+
+    params = yaml.safe_load(open(os.path.join(os.path.dirname(__file__), "..", "params.yaml")))
+    params["teacher"].update(name="vit_small_patch16_224.dino", pretrained=True, patch_size=None, embed_dim=None,
+                             depth=None, num_heads=None, mlp_ratio=None)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, "-m", "odevit.config", "02_teacher"], env=env, capture_output=True, text=True,
+                       cwd=tmp_path, timeout=60)
+    assert time.perf_counter() - t0 < 30
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "teacher.weights_file" in p.stderr
+
+
+def test_teacher_name_fixes_the_architecture():
+    """teacher.name builds its own shape; a shape key that disagrees is an error, never a silent mix (a DINO name
+    with the default block's D 128 / patch 7 once built a 1024-patch model that was OOM-killed)."""
+    from odevit.config import ConfigError, parse, resolve_teacher
+
+    dino = dict(name="vit_base_patch16_224.dino", pretrained=False)
+    with pytest.raises(ConfigError, match=r"teacher.embed_dim = 128 disagrees with teacher.name "
+                                          r"'vit_base_patch16_224.dino' \(embed_dim 768\)"):
+        resolve_teacher(parse("teacher", dict(dino, embed_dim=128, patch_size=None)))
+    with pytest.raises(ConfigError, match=r"teacher.patch_size = 7 disagrees"):
+        resolve_teacher(parse("teacher", dino))  # the default block's shape under a DINO name
+    shapes = dict(patch_size=None, embed_dim=None, depth=None, num_heads=None, mlp_ratio=None)
+    t = resolve_teacher(parse("teacher", dict(dino, **shapes)))
+    assert (t.patch_size, t.embed_dim, t.depth, t.num_heads, t.mlp_ratio) == (16, 768, 12, 12, 4.0)
+    assert resolve_teacher(parse("teacher", {})).embed_dim == 128  # the default name and its restated shape agree
+    with pytest.raises(ConfigError, match=r"teacher.name = null builds the ViT the shape keys describe: set "
+                                          r"teacher.depth"):
+        resolve_teacher(parse("teacher", dict(name=None, depth=None)))
+    with pytest.raises(ConfigError, match="is not a timm model"):
+        resolve_teacher(parse("teacher", dict(name="no_such_vit", **shapes)))

@@ -78,3 +78,35 @@ def test_presets_validate_and_quote_safely(tmp_path):
     bad.write_text("distill: {solver: euler}\n")
     with pytest.raises(config.ConfigError, match="distill.solver = 'euler'"):
         flags(str(bad))
+
+
+def test_saved_bytes_of_a_known_graph():
+    """linear saves its input (the weight is a parameter: left out), ReLU its output: 4 bytes x (B*10 + B*20)."""
+    from odevit.memory import saved_bytes
+
+    lin = torch.nn.Linear(10, 20)
+    x = torch.randn(7, 10)
+    assert saved_bytes(lambda: torch.relu(lin(x)), lin) == 4 * (7 * 10 + 7 * 20)
+
+
+def test_training_that_cannot_fit_stops_with_its_estimate(tmp_path, monkeypatch):
+    """Before the first step: a run whose measured activations exceed the free memory stops with the estimate
+    (MemoryEstimateError), writes no checkpoint, and leaves the RNG as it found it."""
+    from odevit.memory import MemoryEstimateError
+
+    b = config.parse("base", dict(dataset="synthetic", synthetic_size=64, batch_size=16, device="cpu"))
+    s = config.parse("scratch", dict(embed_dim=16, num_heads=2, num_steps=3, epochs=1))
+    tr, te = pipeline.loaders(b)
+    model = pipeline.build_scratch(b, s)
+    obj = objectives.ode_scratch(0.1, 1.0, 2)
+    monkeypatch.setenv("ODEVIT_MEMORY_LIMIT", "100000")  # 100 kB
+    with pytest.raises(MemoryEstimateError, match=r"training needs about .* GiB on cpu .* MiB of activations per "
+                                                  r"sample x batch 16 .* lower base.batch_size"):
+        train.fit(model, tr, te, obj, train.TrainConfig(epochs=1, device="cpu"), str(tmp_path / "run"))
+    assert not (tmp_path / "run").exists()
+    torch.manual_seed(5)
+    a = torch.rand(3)
+    torch.manual_seed(5)
+    monkeypatch.delenv("ODEVIT_MEMORY_LIMIT")
+    need = train.probe_memory(model, tr, obj, torch.device("cpu"))
+    assert torch.equal(torch.rand(3), a) and need > 0

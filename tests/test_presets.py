@@ -1,0 +1,73 @@
+"""Every paper-scale preset runs its stages at its real shapes, on a handful of synthetic images, through the code
+the DVC stages run: `odevit.run 02_teacher` (the teacher notebook's training), the teacher distances of 02, then
+the study cells `ref` (distilled student) and `free` (`odevit.study.run`, i.e. `python -m odevit.study CELL SEED`).
+
+Real shapes: 224 px, a ViT-B/16-shaped teacher (teacher.name's architecture, trained from scratch here: no hub),
+a D 768 student with 10 registers, N 35 (23 for ImageNet-100), dropout 0.1. Only the data and the budget are
+tiny (2 training images, batch 2, one epoch).
+"""
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from odevit import config, pipeline, run, study, train
+
+ROOT = Path(__file__).resolve().parents[1]
+PAPER = sorted(p.name for p in (ROOT / "presets").glob("*dino*.yaml"))
+TINY_DATA = {
+    "base": dict(dataset="synthetic", synthetic_size=2, train_limit=0, test_limit=2, batch_size=2, eval_batch_size=2,
+                 device="cpu", precision="fp32"),
+    "teacher": dict(pretrained=False, weights_file=None, linear_probe=False, epochs=1),
+    "distill": dict(epochs=1, distance_batches=1),
+    "study": dict(seeds=[0], robustness_steps=[1], robustness_test_limit=2),
+}
+
+
+def test_every_paper_preset_is_checked():
+    assert len(PAPER) == 5, PAPER
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", PAPER)
+def test_paper_preset_runs_at_its_shapes(preset, tmp_path, monkeypatch):
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    over = yaml.safe_load((ROOT / "presets" / preset).read_text())
+    for block, values in over.items():
+        params[block].update(values)
+    for block, values in TINY_DATA.items():
+        params[block].update(values)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    monkeypatch.chdir(tmp_path)
+
+    cfg = config.check_stage("cell")
+    b, t, d = cfg["base"], cfg["teacher"], cfg["distill"]
+    assert (b.image_size, t.patch_size, t.embed_dim, t.depth, t.num_heads) == (224, 16, 768, 12, 12)
+    assert d.reg_tokens == 10 and d.dropout == 0.1 and d.num_steps in (23, 35)
+
+    t0 = time.perf_counter()
+    run.run("02_teacher")  # the teacher stage's training (pipeline.fit_teacher), checkpoints/02_teacher
+    teacher_s = time.perf_counter() - t0
+    device = pipeline.setup(b)
+    tr, _ = pipeline.loaders(b)
+    teacher = study.load_teacher(b, t, device)
+    dist = pipeline.teacher_distances(teacher, tr, d.distance_batches, d.distance_tokens, device)
+    assert len(dist) == 12
+    pipeline.write_csv(pd.DataFrame({"layer": range(1, 13), "distance": dist}), "results/02_teacher/distances.csv")
+
+    times = {"teacher": teacher_s}
+    for cell in ("ref", "free"):
+        t0 = time.perf_counter()
+        m = study.run(cell, 0)
+        times[cell] = time.perf_counter() - t0
+        assert m["train_images"] == 2 and 0.0 <= m["acc1"] <= 1.0
+        model = study.build_cell(teacher, *study.cell_config(d, cfg["study"], cell))
+        train.load_weights(model, f"checkpoints/cells/{cell}/s0/best.pt")
+        assert (model.embed_dim, model.num_steps, model.num_reg_tokens, model.num_patches) == (768, d.num_steps, 10, 196)
+        assert model.field.attn.attn_drop.p == 0.1 and model.field.mlp.fc1.out_features == int(768 * d.mlp_ratio)
+        if cell == "ref":
+            assert len(m["checkpoints"]) == 12 and m["checkpoints"][-1] == d.num_steps
+    print(f"\n{preset}: wall s per stage (CPU, batch 2, 1 step + evaluation): "
+          + ", ".join(f"{k} {v:.1f}" for k, v in times.items()))
