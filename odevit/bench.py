@@ -209,6 +209,30 @@ def speedups(spec: tuple, device: torch.device, reps: int) -> List[Dict[str, Any
              "train_img_s_max": B / t[k]["min_s"]} for k, (_, _, B) in variants.items()]
 
 
+def activation_memory(device: torch.device) -> List[Dict[str, Any]]:
+    """Bytes autograd saves per image in one training forward (CE + JaSMin maps, as ode_scratch trains), at every
+    config, with and without gradient checkpointing of the solver steps (`set_grad_checkpointing`); measured at
+    batch 1 with `odevit.memory.saved_bytes` (device-independent: the same tensors are saved on CPU and GPU)."""
+    from .memory import saved_bytes
+    from .objectives import ode_scratch
+
+    out = []
+    for name, spec in CONFIGS.items():
+        m = make_pair(spec, device)["ODE-ViT"].train()
+        x, y = batch(spec, device, 1)
+        row: Dict[str, Any] = {"config": name}
+        for ckpt in (False, True):
+            m.set_grad_checkpointing(ckpt)
+            for jasmin in (0.0, 1.0):
+                obj = ode_scratch(0.0, jasmin, 2)
+                row[f"mib_{'ckpt' if ckpt else 'full'}{'_jasmin' if jasmin else ''}"] = \
+                    saved_bytes(lambda: obj(m, x, y, 0)[0], m) / 2 ** 20
+        out.append(row)
+        print(f"{name:38s} activations/img: {row['mib_full']:.1f} MiB -> {row['mib_ckpt']:.1f} MiB checkpointed "
+              f"(with JaSMin maps: {row['mib_full_jasmin']:.1f} -> {row['mib_ckpt_jasmin']:.1f})", flush=True)
+    return out
+
+
 def time_shares(spec: tuple, device: torch.device) -> Dict[str, Dict[str, float]]:
     """Share of a default-config fp32 training step's operator time in matmuls, attention kernels and the rest
     (torch.profiler, 2 steps): what bounds the roofline ratio at this size."""
@@ -290,6 +314,7 @@ def main() -> None:
             print(f"{r['config']:38s} {r['model']:22s} {r['dtype']}  train {r['train_img_s']:8.1f} img/s  "
                   f"infer {r['infer_img_s']:8.1f} img/s  roof {r['roof_ratio']:.2f}  mem {r['train_mem_mb']:.0f} MB",
                   flush=True)
+    acts = activation_memory(device)
     spec = CONFIGS[DEFAULT]
     ups = speedups(spec, device, args.reps)
     shares = time_shares(spec, device)
@@ -301,7 +326,8 @@ def main() -> None:
     meta = {"device": torch.cuda.get_device_name() if device.type == "cuda" else platform.processor() or "cpu",
             "threads": torch.get_num_threads(), "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
             "matmul_roof_gflop_s": roof, "wall_s": time.perf_counter() - t0}
-    result = {"meta": meta, "rows": rows, "speedups": ups, "time_shares": shares, "distill": dist}
+    result = {"meta": meta, "rows": rows, "speedups": ups, "time_shares": shares, "distill": dist,
+              "activation_memory": acts}
     write_json(result, os.path.join(args.out, "bench.json"))
     write_text(to_markdown(result), os.path.join(args.out, "bench.md"))
     print(f"wrote {args.out}/bench.json and bench.md ({meta['wall_s']:.0f} s)", flush=True)
@@ -334,6 +360,13 @@ def to_markdown(result: Dict[str, Any]) -> str:
         lines += [f"| {k} | {v['matmul']:.0%} | {v['attention']:.0%} | {v['other']:.0%} | "
                   f"{v['matmul_gflop_s']:.0f} ({v.get('matmul_roof_ratio', float('nan')):.2f}) |"
                   for k, v in result["time_shares"].items()]
+    if result.get("activation_memory"):
+        lines += ["", "Activation memory per image of an ODE-ViT training forward (MiB saved for backward, fp32, "
+                      "measured at batch 1; multiply by the batch), without and with gradient checkpointing of the "
+                      "solver steps (`model.set_grad_checkpointing()`):", "",
+                  "| config | CE | CE, checkpointed | CE + JaSMin maps | CE + JaSMin, checkpointed |", "|---|---|---|---|---|"]
+        lines += [f"| {a['config']} | {a['mib_full']:.1f} | {a['mib_ckpt']:.1f} | {a['mib_full_jasmin']:.1f} | "
+                  f"{a['mib_ckpt_jasmin']:.1f} |" for a in result["activation_memory"]]
     lines += ["", "Distillation step (MSE + JaSMin + CE) / scratch step (CE + JaSMin), same student, default config: "
                   f"{dist['distill_over_scratch']:.2f} with the teacher run per batch, "
                   f"{dist['distill_cached_over_scratch']:.2f} with its CLS states cached once per dataset (pipeline "

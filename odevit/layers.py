@@ -38,7 +38,7 @@ class CenterNorm(nn.Module):
         centres x. Use it in low precision: a bf16/fp16 matmul rounds the uncentred x (whose token mean can be
         far larger than its spread) and W' (whose rows then no longer sum to 0), and the centring the fold
         promised is lost; centring x first in the residual stream's precision keeps it exact."""
-        if torch.fx._symbolic_trace.is_fx_tracing():  # parameters are Proxies (no dtype to branch on): plain arithmetic
+        if torch.fx._symbolic_trace.is_fx_symbolic_tracing():  # parameters are Proxies (no dtype to branch on): plain arithmetic
             return self._fold(linear.weight, linear.bias, self.weight, self.bias, center)
         dtype = linear.weight.dtype
         acc = torch.promote_types(dtype, torch.float32)  # fp32 for a half model, fp64 stays fp64

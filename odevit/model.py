@@ -64,7 +64,7 @@ class ViTField(nn.Module):
             yield
             return
         low = False
-        if not torch.fx._symbolic_trace.is_fx_tracing():  # fx: parameters are Proxies; a traced graph is fp32's
+        if not torch.fx._symbolic_trace.is_fx_symbolic_tracing():  # fx: parameters are Proxies; a traced graph is fp32's
             w = self.attn.qkv.weight
             low = w.dtype in (torch.float16, torch.bfloat16) or torch.is_autocast_enabled(w.device.type)
         self._folded = (self.norm1.fold_into(self.attn.qkv, center=not low),
