@@ -148,8 +148,13 @@ def odevit_teacher_patch7_28(pretrained: bool = False, **kwargs: Any) -> VisionT
     Tag .fmnist (trained on Fashion-MNIST by 02_teacher)."""
     if pretrained:
         _check_arch(TEACHER_ARCH, kwargs)
-    return build_model_with_cfg(VisionTransformer, TEACHER_ARCH, pretrained, pretrained_filter_fn=checkpoint_filter_fn,
-                                **getter_features({**TEACHER_KWARGS, **kwargs}))
+    return _teacher_vit(TEACHER_ARCH, pretrained, {**TEACHER_KWARGS, **kwargs})
+
+
+def _teacher_vit(variant: str, pretrained: bool, kwargs: Dict[str, Any]) -> VisionTransformer:
+    """A registered teacher: timm's VisionTransformer with timm's checkpoint filter and features_only support."""
+    return build_model_with_cfg(VisionTransformer, variant, pretrained, pretrained_filter_fn=checkpoint_filter_fn,
+                                **getter_features(kwargs))
 
 
 def load(tag: str, root: str = WEIGHTS_DIR) -> nn.Module:
@@ -208,5 +213,4 @@ def published_models(cells: List[str], device: torch.device,
 def odevit_teacher_patch4_32(pretrained: bool = False, **kwargs: Any) -> VisionTransformer:
     """The default teacher's width and depth at CIFAR's shape: 32x32, patch 4, D 128, depth 6, 4 heads, mlp_ratio 4
     (presets/cifar10_cpu.yaml). No published weights."""
-    return build_model_with_cfg(VisionTransformer, CIFAR_TEACHER_ARCH, pretrained, pretrained_filter_fn=checkpoint_filter_fn,
-                                **getter_features({**CIFAR_TEACHER_KWARGS, **kwargs}))
+    return _teacher_vit(CIFAR_TEACHER_ARCH, pretrained, {**CIFAR_TEACHER_KWARGS, **kwargs})

@@ -224,7 +224,8 @@ class ODEViT(nn.Module):
 
         With gradient checkpointing the fold is off (the recomputation in backward must see the same function)."""
         N = self._steps(num_steps)
-        stop = self.stop_step if stop is None and self.stop_step is not None and N == self.num_steps else stop
+        if stop is None and N == self.num_steps:
+            stop = self.stop_step  # None unless pruned
         if self.grad_checkpointing:
             return self.solver.integrate(self.field, x0, N, self.horizon, stop, grad_checkpointing=True)
         with self.field.folded():

@@ -7,9 +7,9 @@ import timm
 import timm.optim
 import torch
 import torch.fx
-from torch.autograd.graph import saved_tensors_hooks
 
 import odevit  # noqa: F401  (registers the odevit_* models)
+from odevit.memory import saved_bytes
 
 L, D, P, S = 4, 192, 8, 32  # layers (= solver steps), width, patch, image side: 4 x 4 patches
 SHAPE = dict(img_size=S, patch_size=P, num_classes=10)
@@ -105,15 +105,8 @@ def test_optimizer_factory(name):
 
 
 def _saved_bytes(m, x):
-    total = []
-
-    def pack(t):
-        total.append(t.numel() * t.element_size())
-        return t
-
-    with saved_tensors_hooks(pack, lambda t: t):
-        loss = m(x).square().sum()
-    return sum(total), loss
+    out = []
+    return saved_bytes(lambda: out.append(m(x).square().sum()), m), out[0]
 
 
 def test_grad_checkpointing(name, x):
