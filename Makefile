@@ -25,8 +25,8 @@ data:
 	   (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq dataset-fashion-mnist >/dev/null 2>&1)) || \
 	  echo "dataset-fashion-mnist not installed (no apt/root): the pipeline will try torchvision's download"; }
 
-repro: $(STAMP) data
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
+repro: $(STAMP) data  # results/run.json: this machine and the wall time of the dvc repro (README's run time)
+	t0=$$(date +%s) && PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro && $(BIN)/python -m odevit.readme --record-run $$t0
 	$(BIN)/python -m odevit.readme  # the README's result sections, from the results files just written
 
 clean-venv:

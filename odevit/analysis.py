@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import warnings
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -16,6 +17,15 @@ import torch.nn as nn
 from torch.func import jvp, vmap
 
 from .model import ODEViT
+
+# torch's forward-mode AD loads its decompositions on the first jvp through torch.jit.script, which warns that
+# torch.jit.script is deprecated (torch's own call, not ours): load them here, once, with that one notice silenced.
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", message=r".*torch\.jit\.script.* is deprecated", category=FutureWarning)
+    try:
+        from torch._decomp import decompositions_for_jvp  # noqa: F401
+    except ImportError:  # a torch without the module: nothing to load
+        pass
 
 Step = Callable[[torch.Tensor], torch.Tensor]
 
@@ -357,3 +367,119 @@ def relative_fidelity(student: ODEViT, teacher: nn.Module, loader: Iterable, che
         rel_t = rel_t + (dt / norm).sum(0)
         n += x.shape[0]
     return {"student": (rel_s / n).tolist(), "teacher_step": (rel_t / n).tolist()}
+
+
+# ------------------------------------------------------------------- 06_dynamics: tables over (cell, seed) models
+# Each returns tidy frames (one row per point; `series` names the line a point belongs to, for the figures and for
+# `dvc plots`) and the metrics it adds to results/06_dynamics/metrics.json, keyed "seed<s>".
+def seed_key(seed: int) -> str:
+    return f"seed{seed}"
+
+
+def lyapunov_study(models: Dict[Tuple[str, int], ODEViT], loader: Iterable,
+                   device: torch.device) -> Tuple["pd.DataFrame", "pd.DataFrame", Dict[str, Dict[str, dict]]]:
+    """Per image (every model): the CLS exponent and correctness; per (cell, seed, class): mean exponent and Acc@1
+    (the paper's Fig. 4); metrics[cell][seed<s>]: point-biserial r of exponent vs correctness with its Fisher-z
+    95 % CI, AUC of the exponent for telling wrong from correct, mean exponent."""
+    import pandas as pd
+
+    from . import stats
+
+    per_image = pd.concat([lyapunov_table(m, loader, device).assign(cell=c, seed=s) for (c, s), m in models.items()])
+    metrics: Dict[str, Dict[str, dict]] = {}
+    for (c, s), g in per_image.groupby(["cell", "seed"]):
+        metrics.setdefault(c, {})[seed_key(s)] = {**stats.point_biserial(g.lyapunov, g.correct),
+                                                  "auc": stats.auc(g.lyapunov, ~g.correct),
+                                                  "mean": float(g.lyapunov.mean())}
+    per_class = (per_image.groupby(["cell", "seed", "label"])
+                 .agg(lyapunov=("lyapunov", "mean"), acc1=("correct", "mean"), n=("correct", "size"))
+                 .reset_index().assign(series=lambda t: t.cell))
+    return per_image, per_class, metrics
+
+
+def prop1_study(models: Dict[int, ODEViT], x: torch.Tensor, iters: int,
+                paper_lipschitz: float) -> Tuple["pd.DataFrame", Dict[str, dict]]:
+    """Proposition 1 at every step for each seed's model (`prop1_per_step` on the same images): mean over the images
+    of the Euler error, the bound with the measured L and the bound with `paper_lipschitz`, as series 'error',
+    'bound_measured_L', 'bound_paper_L' (step 0 left out: error and bound are 0). Metrics per seed: the fraction
+    of (image, step) pairs within each bound, the measured L (max, median), M = sup||X''|| and the MLP's upper
+    Lipschitz bound."""
+    import pandas as pd
+
+    rows, metrics = [], {}
+    for s, m in models.items():
+        x0 = m.embed(x).detach()
+        r = prop1_per_step(m, x0, iters=iters)
+        rp = prop1_per_step(m, x0, lipschitz=paper_lipschitz, iters=1)
+        metrics[seed_key(s)] = {
+            "fraction_within": float((r["error"][:, 1:] <= r["bound"][:, 1:]).mean()),
+            "fraction_within_paper_L": float((rp["error"][:, 1:] <= rp["bound"][:, 1:]).mean()),
+            "L_max": float(r["L"].max()), "L_median": float(np.median(r["L"])), "M_max": float(r["M"].max()),
+            "paper_L": paper_lipschitz, "mlp_lipschitz_upper": mlp_lipschitz_upper(m)}
+        for n in range(1, r["error"].shape[1]):
+            for series, v in (("error", r["error"]), ("bound_measured_L", r["bound"]), ("bound_paper_L", rp["bound"])):
+                rows.append({"seed": s, "step": n, "t": float(r["t"][n]), "series": series, "value": float(v[:, n].mean())})
+    return pd.DataFrame(rows), metrics
+
+
+def convergence_table(model: ODEViT, x0: torch.Tensor, steps: Sequence[int],
+                      lipschitz: float) -> Tuple["pd.DataFrame", Dict[str, float]]:
+    """`convergence_study` for unsplit Euler and for the model's own solver (explicit attention, as in training):
+    error ||X_N - X(T)|| per N as series 'euler_parallel' and 'model_<solver>'; the observed orders."""
+    import pandas as pd
+
+    out, orders = [], {}
+    with explicit_attention(model):
+        for series, solver in (("euler_parallel", "parallel"), (f"model_{model.solver_name}", model.solver_name)):
+            r = convergence_study(model, x0, steps, lipschitz=lipschitz, solver=solver)
+            out.append(pd.DataFrame(r["rows"]).assign(series=series))
+            orders[series] = r["order"]
+    return pd.concat(out, ignore_index=True), {"order_parallel": orders["euler_parallel"],
+                                               "order_model_solver": orders[f"model_{model.solver_name}"]}
+
+
+def fidelity_study(models: Dict[int, ODEViT], teacher: nn.Module, loader: Iterable, checkpoints: Sequence[int],
+                   device: torch.device) -> Tuple["pd.DataFrame", Dict[str, float]]:
+    """`relative_fidelity` for each seed's student: per (seed, layer) the series 'student' (||X_{c_l} - h_l|| /
+    ||h_l||) and 'teacher_step' (||h_l - h_{l-1}|| / ||h_l||); metrics: both means over seeds and layers."""
+    import pandas as pd
+
+    rows = []
+    for s, m in models.items():
+        f = relative_fidelity(m, teacher, loader, checkpoints, device)
+        for series in ("student", "teacher_step"):
+            rows += [{"seed": s, "layer": l + 1, "checkpoint": checkpoints[l], "series": series, "relative_distance": v}
+                     for l, v in enumerate(f[series])]
+    fid = pd.DataFrame(rows)
+    means = fid.groupby("series").relative_distance.mean()
+    return fid, {"student_rel_mean": float(means["student"]), "teacher_step_rel_mean": float(means["teacher_step"])}
+
+
+@torch.no_grad()
+def halting_study(model: ODEViT, loader: Iterable, device: torch.device, rel_eps: Sequence[float], stable: int,
+                  tolerance_pts: float = 0.3) -> Tuple["pd.DataFrame", Dict[str, object]]:
+    """Adaptive halting on every image of the loader: stop when the increment ||X_{k+1} - X_k|| falls below
+    eps = rel_eps x its median over all steps and images (series 'increment'), or also when the prediction has
+    been stable for `stable` steps (series 'increment_or_stable'). Per rule and eps: mean evaluations of psi,
+    saving, Acc@1 and its loss against all N steps; metrics: the largest saving within `tolerance_pts`."""
+    import pandas as pd
+
+    incs, preds, ys = [], [], []
+    for xb, yb in loader:
+        inc, pred = step_trace(model, xb.to(device))
+        incs.append(inc.cpu()); preds.append(pred.cpu()); ys.append(yb)
+    inc, pred, y = torch.cat(incs, 1), torch.cat(preds, 1), torch.cat(ys)
+    med, N = float(inc.median()), inc.shape[0]
+    full_acc = float((pred[-1] == y).float().mean())
+    rows = []
+    for rel in rel_eps:
+        for st in sorted({0, stable}):
+            k = halting_steps(inc, pred, rel * med, st)
+            acc = float((pred[k - 1, torch.arange(len(y))] == y).float().mean())
+            rows.append({"series": "increment_or_stable" if st else "increment", "rel_eps": rel, "stable": st,
+                         "mean_evals": k.float().mean().item(), "saving": 1 - k.float().mean().item() / N,
+                         "acc1": acc, "acc_loss_pts": (full_acc - acc) * 100})
+    halt = pd.DataFrame(rows)
+    best = halt[halt.acc_loss_pts <= tolerance_pts].sort_values("saving", ascending=False)
+    return halt, {"full_acc1": full_acc, "N": N, "tolerance_pts": tolerance_pts,
+                  "best_within_tolerance": best.iloc[0].to_dict() if len(best) else None}

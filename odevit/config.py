@@ -124,7 +124,9 @@ class Scratch(Optim, ODE, Arch):
 
 @dataclass
 class Distill(Optim, ODE):
-    tau: float = 30.0
+    epochs: int = 2
+    mlp_ratio: float = 1.0  # the paper's Small student (4 = Base)
+    tau: float = 3.0  # the paper's 30 is for DINO distances (span 49); 3 keeps its span/tau ratio here (presets: 30)
     schedule: str = "softmax"  # paper | 'softmax_min1' (every layer >= 1 step) | 'uniform'
     distance_tokens: str = "cls"  # or 'all'
     distance_batches: int = 8
@@ -143,10 +145,13 @@ class Study:
     """Seeds x cells. Every cell is a distilled student (or, with `free: true`, the same architecture trained from
     scratch) whose distill block gets the cell's overrides; every (cell, seed) is one cached DVC stage."""
     seeds: List[int] = field(default_factory=lambda: [0, 1, 2])
-    train_limit: int = 0  # training images of every cell (0 = the whole split)
-    cells: Dict[str, Dict[str, Any]] = field(default_factory=lambda: {"ref": {}, "free": {"free": True}})
+    train_limit: int = 6000  # training images of every cell (0 = the whole split)
+    cells: Dict[str, Dict[str, Any]] = field(default_factory=lambda: {
+        "ref": {}, "free": {"free": True}, "parallel": {"solver": "parallel"}, "jasmin_off": {"jasmin_weight": 0.0},
+        "layernorm": {"norm": "layernorm"}, "uniform": {"schedule": "uniform"}, "mlp4": {"mlp_ratio": 4.0},
+        "qkv_xavier": {"spectral_init_qkv": False}, "published": {"preset": "presets/published_code.yaml"}})
     reference: str = "ref"  # the cell every ablation is compared with
-    robustness_steps: List[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 24, 48])
+    robustness_steps: List[int] = field(default_factory=lambda: [1, 2, 4, 8, 16])
     robustness_test_limit: int = 2000  # test images for every cell's Acc@1-vs-N curve
 
 
@@ -155,8 +160,6 @@ class Dynamics:
     weights: str = "trained"  # trained = this run's study cells (every seed) | published = weights/ (no training)
     cells: List[str] = field(default_factory=lambda: ["ref", "jasmin_off"])  # study cells analysed (every seed)
     test_limit: int = 2000  # test images for the per-sample CLS exponent vs correctness
-    spectrum_samples: int = 2  # images for the QR (Benettin) spectrum of the full state
-    spectrum_k: int = 8
     bound_samples: int = 16  # images for Prop. 1 (dopri5 reference, Jacobian power iteration)
     bound_steps: List[int] = field(default_factory=lambda: [2, 4, 8, 16, 32, 64])  # N of the convergence-order fit
     lipschitz: float = 0.5  # the L the published code puts in the bound (compared with the measured one)
@@ -174,7 +177,7 @@ CHOICES = {
     "norm": ["centernorm", "layernorm"], "normalize": ["dataset", "imagenet", "half"],
     "schedule": ["softmax", "softmax_min1", "uniform"], "weights": ["trained", "published"], "distance_tokens": ["cls", "all"], "mse_tokens": ["cls", "all"],
 }
-POSITIVE = {"lipschitz", "power_iters", "spectrum_k", "spectrum_samples", "bound_samples", "num_steps", "epochs", "lr", "tau", "mlp_ratio", "batch_size", "eval_batch_size", "image_size", "patch_size",
+POSITIVE = {"lipschitz", "power_iters", "bound_samples", "num_steps", "epochs", "lr", "tau", "mlp_ratio", "batch_size", "eval_batch_size", "image_size", "patch_size",
             "embed_dim", "num_heads", "depth", "channels", "distance_batches", "horizon", "jasmin_k", "cycles"}
 
 

@@ -2,6 +2,8 @@
 
     python -m odevit.readme            # rewrite every <!-- NAME --> ... <!-- /NAME --> section of README.md
     python -m odevit.readme --check    # exit 1 and name the sections that differ from the results files
+    python -m odevit.readme --record-run T0   # results/run.json: wall time since T0 (epoch s) of the `dvc repro`
+                                              # that just ended, and the machine (make repro calls it)
 
 `make repro` runs it after `dvc repro`; tests/test_readme.py fails when a section is stale.
 """
@@ -94,9 +96,114 @@ def dynamics_summary(root: str = ".") -> str:
                else "of mixed sign across the seeds") + ".")
 
 
+def bench_tables(root: str = ".") -> str:
+    """results/bench/bench.md as `python -m odevit.bench` wrote it."""
+    with open(os.path.join(root, "results/bench/bench.md")) as f:
+        return f.read().strip()
+
+
+def bench_summary(root: str = ".") -> str:
+    """The ratios the README's performance bullets quote, computed from results/bench/bench.json."""
+    b = _json(os.path.join(root, "results/bench/bench.json"))
+    by = {(r["config"], r["dtype"], r["model"]): r for r in b["rows"]}
+    configs = list(dict.fromkeys(r["config"] for r in b["rows"]))
+    lines = []
+    for dtype in ("fp32", "bf16"):
+        pairs = [(c, by.get((c, dtype, "ODE-ViT")), by.get((c, dtype, "timm ViT (depth = N)"))) for c in configs]
+        pairs = [(c, o, v) for c, o, v in pairs if o and v]
+        if pairs:
+            lines.append(f"* {dtype}, ODE-ViT / timm ViT of equal FLOPs — training images/s: "
+                         + "; ".join(f"{c}: **{o['train_img_s'] / v['train_img_s']:.2f}×**" for c, o, v in pairs)
+                         + ". Inference images/s: " + "; ".join(f"{o['infer_img_s'] / v['infer_img_s']:.2f}×" for _, o, v in pairs)
+                         + ". Training memory, timm / ODE: " + "; ".join(f"{v['train_mem_mb'] / o['train_mem_mb']:.1f}×" for _, o, v in pairs)
+                         + ". Fraction of the large-matmul roof (ODE-ViT): "
+                         + "; ".join(f"{o['roof_ratio']:.2f}" for _, o, _v in pairs) + ".")
+    ode = {(r["config"], r["dtype"]): r["train_img_s"] for r in b["rows"] if r["model"] == "ODE-ViT"}
+    ratio = [ode[(c, "bf16")] / ode[(c, "fp32")] for c in configs if (c, "bf16") in ode and (c, "fp32") in ode]
+    if ratio:
+        lines.append(f"* bf16 autocast trains ODE-ViT at {min(ratio):.2f}–{max(ratio):.2f}× its fp32 images/s on this "
+                     f"machine (large-matmul roof {b['meta']['matmul_roof_gflop_s']['bf16']:.0f} GFLOP/s bf16 vs "
+                     f"{b['meta']['matmul_roof_gflop_s']['fp32']:.0f} fp32).")
+    acts = b.get("activation_memory") or []
+    if acts:
+        lines.append("* Gradient checkpointing of the solver steps saves activation memory per image (fp32): "
+                     + "; ".join(f"{a['config']}: {a['mib_full']:.1f} → {a['mib_ckpt']:.1f} MiB "
+                                 f"({a['mib_full'] / a['mib_ckpt']:.1f}×; with JaSMin's maps "
+                                 f"{a['mib_full_jasmin']:.1f} → {a['mib_ckpt_jasmin']:.1f})" for a in acts) + ".")
+    d = b["distill"]
+    lines.append(f"* A distillation step costs {d['distill_over_scratch']:.2f}× a scratch step of the same student "
+                 f"with the teacher run per batch, {d['distill_cached_over_scratch']:.2f}× with the teacher's CLS "
+                 "states cached once per dataset (the pipeline's default when augmentation is off).")
+    return "\n".join(lines)
+
+
+ASSUMED_GPU_TFLOP_S = 300.0  # an assumption (sustained bf16 on one H100), not a measurement
+
+
+def gpu_estimate(root: str = ".") -> str:
+    """Paper-scale training time from the benchmark's FLOP count per training image (FlopCounterMode, forward +
+    backward) and an assumed GPU throughput: 300 epochs of CIFAR's 50k images."""
+    b = _json(os.path.join(root, "results/bench/bench.json"))
+    rows = {r["config"]: r for r in b["rows"] if r["model"] == "ODE-ViT" and r["dtype"] == "fp32"
+            and r["config"].startswith("paper")}
+    out = []
+    for name, r in rows.items():
+        eflop = r["train_gflop_per_img"] * 1e9 * 50_000 * 300 / 1e18
+        out.append(f"{name}: {r['train_gflop_per_img']:.1f} GFLOP per training image → {eflop:.2f} EFLOP for 300 "
+                   f"epochs of 50k images → ≈ {eflop * 1e18 / (ASSUMED_GPU_TFLOP_S * 1e12) / 3600:.1f} h")
+    return ("; ".join(out) + f" on one GPU at an **assumed** {ASSUMED_GPU_TFLOP_S:.0f} TFLOP/s sustained (bf16, H100 "
+            "class): an estimate, not a measurement; ImageNet-100 (≈ 126k images) takes ≈ 2.5× that.")
+
+
+EVIDENCE = "docs/evidence"
+
+
+def gpu_study(root: str = ".") -> str:
+    """The GPU study's seed spread and every cell against the reference, recomputed from its committed CSVs."""
+    from .report import comparisons
+
+    spread = pd.read_csv(os.path.join(root, EVIDENCE, "seed_spread_gpu.csv"))
+    spread = spread[spread.cell == "ref"].groupby(["limit", "epochs"]).acc1.agg(["std", "size"]).reset_index()
+    ok = spread[spread["std"] * 100 <= 0.5].assign(cost=lambda t: t.limit * t.epochs).sort_values("cost")
+    study = pd.read_csv(os.path.join(root, EVIDENCE, "study_gpu_20000x2.csv"))
+    table = comparisons(study, "ref")
+    free = table.set_index("cell").loc["free"]
+    better = table[table.resolved & (table.diff_mean < 0)]
+    worse = table[table.resolved & (table.diff_mean > 0) & (table.cell != "free")]
+    unresolved = table[~table.resolved]
+    spread_txt = ", ".join(f"{100 * r['std']:.2f} pt ({int(r.limit) // 1000}k × {int(r.epochs)})"
+                           for _, r in spread.iterrows())
+    return (f"{int(spread['size'].iloc[0])} seeds of the reference at {len(spread)} budgets give a std of Acc@1 of "
+            f"{spread_txt}; the cheapest with std ≤ 0.5 pt is "
+            + (f"**{int(ok.limit.iloc[0]) // 1000}k × {int(ok.epochs.iloc[0])}**" if len(ok) else "none") + ".\n\n"
+            + to_markdown(table.round(3)) + "\n\n"
+            f"There, teacher–student − free = {free.diff_mean:+.1f} pt [{free.ci_low:+.1f}, {free.ci_high:+.1f}] "
+            f"({'resolved' if free.resolved else 'not resolved'}; the paper claims > +10 pt on CIFAR). Resolved and "
+            "**better** than the reference at this budget: "
+            + (", ".join(f"{r.cell} ({-r.diff_mean:+.1f} pt)" for r in better.itertuples()) or "none")
+            + "; resolved and worse: " + (", ".join(f"{r.cell} ({-r.diff_mean:+.1f} pt)" for r in worse.itertuples()) or "none")
+            + "; not resolved at this budget: " + (", ".join(unresolved.cell) or "none") + ".")
+
+
+def run_time(root: str = ".") -> str:
+    """The wall-clock time of the `make repro` whose outputs are committed (results/run.json, written by make repro)
+    and the training time of each stage (their timing.json files)."""
+    run = _json(os.path.join(root, "results/run.json"))
+    teacher = _json(os.path.join(root, "results/02_teacher/timing.json"))["train_time_s"]
+    cells = [(_json(p)["train_time_s"], p.split("/")[-3]) for p in
+             sorted(__import__("glob").glob(os.path.join(root, "results/cells/*/s*/timing.json")))]
+    times = [t for t, _ in cells]
+    slow = sorted({c for t, c in cells if t > 1.25 * sorted(times)[len(times) // 2]})
+    return (f"`make repro` on a fresh clone, {run['machine']}, {run['date']}: **{run['wall_s'] / 60:.1f} min "
+            f"wall-clock** for `dvc repro` (`results/run.json`). Training time: teacher "
+            f"{teacher / 60:.1f} min; {len(cells)} study cells {sum(times) / 60:.1f} min (median "
+            f"{sorted(times)[len(times) // 2]:.0f} s each" + (f"; slower: {', '.join(slow)}" if slow else "") + ").")
+
+
 SECTIONS: Dict[str, Callable[[str], str]] = {
     "claims-table": claims_table, "main-table": main_table, "weights-table": weights_table,
-    "dynamics-summary": dynamics_summary,
+    "dynamics-summary": dynamics_summary, "bench-tables": bench_tables, "bench-summary": bench_summary,
+    "gpu-estimate": gpu_estimate, "gpu-study": gpu_study, "run-time": run_time,
 }
 
 
@@ -122,11 +229,35 @@ def stale(readme: str = "README.md", root: str = ".") -> List[str]:
     return [n for n in SECTIONS if _pattern(n).search(text).group(2) != _pattern(n).search(new).group(2)]
 
 
+def record_run(t0: float, out: str = "results/run.json") -> bool:
+    """Write the machine and the wall time of the `dvc repro` started at t0, if it changed dvc.lock (a no-op run
+    keeps the record of the run whose outputs are committed)."""
+    import platform
+    import time
+
+    import torch
+
+    if not os.path.isfile("dvc.lock") or os.path.getmtime("dvc.lock") < t0:
+        print("dvc repro changed nothing: results/run.json kept", file=sys.stderr)
+        return False
+    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
+    machine = f"{platform.machine()}, {os.cpu_count()} CPU cores, {gpu}"
+    with open(out, "w") as f:
+        json.dump({"date": time.strftime("%Y-%m-%d"), "machine": machine, "wall_s": round(time.time() - t0, 1)}, f,
+                  indent=2)
+        f.write("\n")
+    return True
+
+
 def main(argv: List[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Regenerate the README's result sections from the results files")
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--record-run", type=float, metavar="T0", help="write results/run.json for a run started at T0")
     ap.add_argument("--readme", default="README.md")
     args = ap.parse_args(argv)
+    if args.record_run is not None:
+        record_run(args.record_run)
+        return 0
     if args.check:
         bad = stale(args.readme)
         if bad:

@@ -183,11 +183,11 @@ def dynamics_summary(dyn: dict) -> pd.DataFrame:
     rows = []
     for cell, per_seed in dyn["lyapunov"].items():
         for seed, v in per_seed.items():
-            rows.append((f"CLS exponent vs correctness, {cell} seed {seed} ({v['n']} images)",
+            rows.append((f"CLS exponent vs correctness, {cell} seed {seed.removeprefix('seed')} ({v['n']} images)",
                          f"point-biserial r = {v['r']:.3f} [{v['ci_low']:.3f}, {v['ci_high']:.3f}], AUC = {v['auc']:.3f}; "
                          f"mean exponent {v['mean']:.4f}"))
     for seed, v in dyn["prop1"].items():
-        rows.append((f"Prop. 1, ref seed {seed}: fraction of (image, step) with error <= bound",
+        rows.append((f"Prop. 1, ref seed {seed.removeprefix('seed')}: fraction of (image, step) with error <= bound",
                      f"{v['fraction_within']:.3f} with the measured L (max {v['L_max']:.2f}); "
                      f"{v['fraction_within_paper_L']:.3f} with L = {v['paper_L']}"))
     e = dyn["euler"]
@@ -195,9 +195,10 @@ def dynamics_summary(dyn: dict) -> pd.DataFrame:
                  f"{abs(e['order_parallel']):.2f} / {abs(e['order_model_solver']):.2f}"))
     h = dyn["halting"]
     b = h["best_within_tolerance"]
-    rows.append(("Adaptive halting (best within 0.3 pt Acc@1)",
+    rows.append((f"Adaptive halting (best within {h['tolerance_pts']} pt Acc@1)",
                  f"{b['saving'] * 100:.1f}% fewer ψ evaluations ({b['mean_evals']:.2f} of {h['N']}), "
-                 f"Acc@1 {b['acc1']:.4f} vs {h['full_acc1']:.4f}"))
+                 f"Acc@1 {b['acc1']:.4f} vs {h['full_acc1']:.4f}" if b else
+                 f"no threshold keeps Acc@1 within {h['tolerance_pts']} pt of {h['full_acc1']:.4f}"))
     return pd.DataFrame(rows, columns=["Analysis", "Result"])
 
 
@@ -215,19 +216,3 @@ def write_text(text: str, path: str) -> None:
 def figures(results: str = "results") -> List[str]:
     """Every PNG the stages wrote, in stage order (the report's own excluded)."""
     return sorted(p for p in glob.glob(f"{results}/*/*.png") if "/07_report/" not in p)
-
-
-def export_html(out_dir: str, executed: str = "outputs", skip: Optional[str] = "07_report") -> List[str]:
-    """HTML export (nbconvert) of every executed notebook in `executed/`."""
-    from nbconvert import HTMLExporter
-
-    os.makedirs(out_dir, exist_ok=True)
-    done = []
-    for nb in sorted(glob.glob(f"{executed}/*.ipynb")):
-        name = os.path.splitext(os.path.basename(nb))[0]
-        if skip and name == skip:
-            continue
-        body, _ = HTMLExporter(template_name="basic").from_filename(nb)  # no 300 kB of CSS per file
-        write_text(body, os.path.join(out_dir, name + ".html"))
-        done.append(os.path.join(out_dir, name + ".html"))
-    return done

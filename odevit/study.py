@@ -154,9 +154,9 @@ def evaluate_cell(model: ODEViT, test: data.Loader, study: Study, device: torch.
     m = train.evaluate(model, test, device)
     sub = data.Loader(test.split, test.batch_size, test.transform, limit=study.robustness_test_limit or None)
     steps = sorted(set(study.robustness_steps) | {max(1, N // 2), N, 2 * N})
-    m["robustness"] = {str(n): train.evaluate(model, sub, device, num_steps=n, ks=(1,))["acc1"] for n in steps}
-    m.update(acc1_half_n=m["robustness"][str(max(1, N // 2))], acc1_sub_n=m["robustness"][str(N)],
-             acc1_double_n=m["robustness"][str(2 * N)])
+    m["robustness"] = {f"n{n}": train.evaluate(model, sub, device, num_steps=n, ks=(1,))["acc1"] for n in steps}
+    m.update(acc1_half_n=m["robustness"][f"n{max(1, N // 2)}"], acc1_sub_n=m["robustness"][f"n{N}"],
+             acc1_double_n=m["robustness"][f"n{2 * N}"])
     return m
 
 
@@ -168,7 +168,7 @@ def collect(results: str = "results", study: Optional[Study] = None) -> pd.DataF
         if study is not None and (m["cell"] not in study.cells or m["seed"] not in study.seeds):
             continue
         rob = m.pop("robustness", {})
-        rows.append({**m, **{f"acc1_n{k}": v for k, v in rob.items()}, "source": path})
+        rows.append({**m, **{f"acc1_{k}": v for k, v in rob.items()}, "source": path})  # acc1_n8: Acc@1 at N = 8
     if not rows:
         raise FileNotFoundError(f"{results}/cells/*/s*/metrics.json: no finished cells (dvc repro)")
     return pd.DataFrame(rows).sort_values(["cell", "seed"]).reset_index(drop=True)

@@ -78,6 +78,20 @@ def test_default_params_are_valid():
         config.check_stage(stage, str(ROOT / "params.yaml"))
 
 
+def test_code_defaults_equal_params_yaml():
+    """A block parsed from nothing is the block params.yaml writes out, key by key (one source of truth: a user who
+    deletes a key gets the documented value), and params.yaml names every key of every block."""
+    import dataclasses
+
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    assert set(params) == {"base", "teacher", "distill", "study", "dynamics"}
+    for block, values in params.items():
+        default = config.parse(block, {})
+        assert {f.name for f in dataclasses.fields(default)} == set(values), block
+        for key, value in values.items():
+            assert getattr(default, key) == value, f"{block}.{key}: code {getattr(default, key)!r}, params.yaml {value!r}"
+
+
 TRAIN_SCRIPT = textwrap.dedent("""
     import json, sys
     from odevit import config, objectives, pipeline, train

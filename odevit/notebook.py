@@ -1,0 +1,111 @@
+"""Execute one numbered notebook as a pipeline stage: `python -m odevit.notebook 03_ode_scratch` (what dvc.yaml runs).
+
+1. validate the params the stage reads (`config.check_stage`: one line, exit 2, before the kernel starts);
+2. papermill-execute `notebooks/STAGE.ipynb` into `outputs/STAGE.ipynb` from the repository root, injecting only
+   the params.yaml blocks that notebook's parameters cell declares;
+3. 07_report: export the executed report itself to `results/07_report/html/` (it exports 01–06 from inside).
+
+The console shows one line per stage and what the cells print (one line per epoch, real warnings); papermill's
+per-cell banners, its echo of every cell's value, its progress bar and the kernel's transport notice are left out.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import logging
+import os
+import sys
+import time
+from typing import Any, Dict, List, Optional
+
+import yaml
+
+from . import config
+
+NOTEBOOKS = ("01_data", "02_teacher", "03_ode_scratch", "04_distill", "05_ablations", "06_dynamics", "07_report")
+
+
+def _kernel_manager():
+    """jupyter_client's kernel manager over IPC sockets: the kernel's "running over TCP without encryption" notice
+    (printed once per notebook) has nothing to say for a local kernel, and IPC is the transport it recommends."""
+    from jupyter_client.manager import AsyncKernelManager
+    from traitlets import default
+
+    class IPCKernelManager(AsyncKernelManager):
+        @default("transport")
+        def _default_transport(self) -> str:
+            return "ipc"
+
+    return IPCKernelManager
+
+
+def _no_alt_text_notice(record) -> bool:
+    return "Alternative text is missing" not in record.getMessage()
+
+
+def export_html(out_dir: str, executed: str = "outputs", skip: Optional[str] = "07_report",
+                names: Optional[List[str]] = None) -> List[str]:
+    """HTML export (nbconvert, basic template: no 300 kB of CSS per file) of the executed notebooks in `executed/`
+    (all but `skip`, or only `names`). nbconvert's notice that inline figures carry no alt text is dropped: every
+    figure is also a PNG under results/, and the notice repeats once per notebook."""
+    from nbconvert import HTMLExporter
+
+    os.makedirs(out_dir, exist_ok=True)
+    done = []
+    for nb in sorted(glob.glob(f"{executed}/*.ipynb")):
+        name = os.path.splitext(os.path.basename(nb))[0]
+        if (skip and name == skip) or (names is not None and name not in names):
+            continue
+        exporter = HTMLExporter(template_name="basic")
+        exporter.log.addFilter(_no_alt_text_notice)  # a no-op when already there
+        body, _ = exporter.from_filename(nb)
+        with open(os.path.join(out_dir, name + ".html"), "w") as f:
+            f.write(body)
+        done.append(os.path.join(out_dir, name + ".html"))
+    return done
+
+
+def declared_parameters(path: str) -> list:
+    """Names assigned in the notebook's cell tagged `parameters` (papermill's own inspection)."""
+    import papermill
+
+    return list(papermill.inspect_notebook(path))
+
+
+def execute(stage: str, params_file: str = "params.yaml", out_dir: str = "outputs") -> str:
+    if stage not in NOTEBOOKS:
+        raise config.ConfigError(f"notebook '{stage}' is not one of {list(NOTEBOOKS)}")
+    config.check_stage(stage, params_file)
+    import papermill
+
+    src, dst = f"notebooks/{stage}.ipynb", f"{out_dir}/{stage}.ipynb"
+    with open(params_file) as f:
+        params: Dict[str, Any] = yaml.safe_load(f) or {}
+    wanted = declared_parameters(src)
+    t0 = time.time()
+    print(f"[{stage}] executing {src} -> {dst}", flush=True)
+    papermill.execute_notebook(
+        src, dst, parameters={k: v for k, v in params.items() if k in wanted}, kernel_name="python3",
+        cwd=".", progress_bar=False, log_output=False, stdout_file=sys.stdout, stderr_file=sys.stderr,
+        kernel_manager_class=_kernel_manager())
+    if stage == "07_report":
+        export_html("results/07_report/html", executed=out_dir, skip=None, names=[stage])
+    print(f"[{stage}] done in {time.time() - t0:.0f} s", flush=True)
+    return dst
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("stage", choices=NOTEBOOKS)
+    ap.add_argument("--params", default="params.yaml")
+    args = ap.parse_args()
+    logging.getLogger("papermill").setLevel(logging.WARNING)  # its INFO lines are the per-cell banners
+    try:
+        execute(args.stage, args.params)
+    except config.ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()
