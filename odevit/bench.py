@@ -298,9 +298,17 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="default config only")
     ap.add_argument("--reps", type=int, default=5, help="timed repetitions (CPU paper shapes: 3)")
     ap.add_argument("--out", default="results/bench")
+    ap.add_argument("--activation-only", action="store_true",
+                    help="only the activation-memory table (seconds): activation_memory.json / .md")
     args = ap.parse_args()
     t0 = time.perf_counter()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if args.activation_only:
+        acts = activation_memory(device)
+        write_json({"date": time.strftime("%Y-%m-%d"), "torch": torch.__version__, "activation_memory": acts},
+                   os.path.join(args.out, "activation_memory.json"))
+        write_text(activation_markdown(acts), os.path.join(args.out, "activation_memory.md"))
+        return
     torch.manual_seed(0)
     roof = {"fp32": matmul_roof(device, torch.float32), "bf16": matmul_roof(device, torch.bfloat16)}
     rows: List[Dict[str, Any]] = []
@@ -333,6 +341,16 @@ def main() -> None:
     print(f"wrote {args.out}/bench.json and bench.md ({meta['wall_s']:.0f} s)", flush=True)
 
 
+def activation_markdown(acts: List[Dict[str, Any]]) -> str:
+    lines = ["Activation memory per image of an ODE-ViT training forward (MiB saved for backward, fp32, measured at "
+             "batch 1; multiply by the batch), without and with gradient checkpointing of the solver steps "
+             "(`model.set_grad_checkpointing()`):", "",
+             "| config | CE | CE, checkpointed | CE + JaSMin maps | CE + JaSMin, checkpointed |", "|---|---|---|---|---|"]
+    lines += [f"| {a['config']} | {a['mib_full']:.1f} | {a['mib_ckpt']:.1f} | {a['mib_full_jasmin']:.1f} | "
+              f"{a['mib_ckpt_jasmin']:.1f} |" for a in acts]
+    return "\n".join(lines)
+
+
 def to_markdown(result: Dict[str, Any]) -> str:
     meta, rows, dist = result["meta"], result["rows"], result["distill"]
     lines = [f"Machine: {meta['device']}, {meta['threads']} threads, torch {meta['torch']}, {meta['date']}; "
@@ -361,12 +379,7 @@ def to_markdown(result: Dict[str, Any]) -> str:
                   f"{v['matmul_gflop_s']:.0f} ({v.get('matmul_roof_ratio', float('nan')):.2f}) |"
                   for k, v in result["time_shares"].items()]
     if result.get("activation_memory"):
-        lines += ["", "Activation memory per image of an ODE-ViT training forward (MiB saved for backward, fp32, "
-                      "measured at batch 1; multiply by the batch), without and with gradient checkpointing of the "
-                      "solver steps (`model.set_grad_checkpointing()`):", "",
-                  "| config | CE | CE, checkpointed | CE + JaSMin maps | CE + JaSMin, checkpointed |", "|---|---|---|---|---|"]
-        lines += [f"| {a['config']} | {a['mib_full']:.1f} | {a['mib_ckpt']:.1f} | {a['mib_full_jasmin']:.1f} | "
-                  f"{a['mib_ckpt_jasmin']:.1f} |" for a in result["activation_memory"]]
+        lines += ["", activation_markdown(result["activation_memory"])]
     lines += ["", "Distillation step (MSE + JaSMin + CE) / scratch step (CE + JaSMin), same student, default config: "
                   f"{dist['distill_over_scratch']:.2f} with the teacher run per batch, "
                   f"{dist['distill_cached_over_scratch']:.2f} with its CLS states cached once per dataset (pipeline "

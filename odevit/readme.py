@@ -97,9 +97,16 @@ def dynamics_summary(root: str = ".") -> str:
 
 
 def bench_tables(root: str = ".") -> str:
-    """results/bench/bench.md as `python -m odevit.bench` wrote it."""
+    """results/bench/bench.md as `python -m odevit.bench` wrote it (and activation_memory.md, from
+    `--activation-only`, when bench.md has no activation table)."""
     with open(os.path.join(root, "results/bench/bench.md")) as f:
-        return f.read().strip()
+        text = f.read().strip()
+    act = os.path.join(root, "results/bench/activation_memory.md")
+    if "Activation memory" not in text and os.path.isfile(act):
+        with open(act) as f:
+            text += (f"\n\n{_json(act[:-3] + '.json')['date']}, `python -m odevit.bench --activation-only`: "
+                     + f.read().strip())
+    return text
 
 
 def bench_summary(root: str = ".") -> str:
@@ -128,6 +135,9 @@ def bench_summary(root: str = ".") -> str:
                      f"machine (large-matmul roof {b['meta']['matmul_roof_gflop_s']['bf16']:.0f} GFLOP/s bf16 vs "
                      f"{b['meta']['matmul_roof_gflop_s']['fp32']:.0f} fp32).")
     acts = b.get("activation_memory") or []
+    act_file = os.path.join(root, "results/bench/activation_memory.json")
+    if not acts and os.path.isfile(act_file):  # python -m odevit.bench --activation-only
+        acts = _json(act_file)["activation_memory"]
     if acts:
         lines.append("* Gradient checkpointing of the solver steps saves activation memory per image (fp32): "
                      + "; ".join(f"{a['config']}: {a['mib_full']:.1f} → {a['mib_ckpt']:.1f} MiB "
