@@ -21,6 +21,7 @@ from typing import Any, Dict, List, Optional
 import yaml
 
 from . import config
+from .report import write_text
 
 NOTEBOOKS = ("01_data", "02_teacher", "03_ode_scratch", "04_distill", "05_ablations", "06_dynamics", "07_report")
 
@@ -59,8 +60,7 @@ def export_html(out_dir: str, executed: str = "outputs", skip: Optional[str] = "
         exporter = HTMLExporter(template_name="basic")
         exporter.log.addFilter(_no_alt_text_notice)  # a no-op when already there
         body, _ = exporter.from_filename(nb)
-        with open(os.path.join(out_dir, name + ".html"), "w") as f:
-            f.write(body)
+        write_text(body, os.path.join(out_dir, name + ".html"))
         done.append(os.path.join(out_dir, name + ".html"))
     return done
 

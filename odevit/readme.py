@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import re
@@ -19,6 +20,7 @@ from typing import Callable, Dict, List
 import pandas as pd
 import yaml
 
+from .bench import VIT
 from .report import to_markdown
 from .study import collect
 
@@ -101,12 +103,24 @@ def bench_tables(root: str = ".") -> str:
     `--activation-only`, when bench.md has no activation table)."""
     with open(os.path.join(root, "results/bench/bench.md")) as f:
         text = f.read().strip()
-    act = os.path.join(root, "results/bench/activation_memory.md")
-    if "Activation memory" not in text and os.path.isfile(act):
-        with open(act) as f:
-            text += (f"\n\n{_json(act[:-3] + '.json')['date']}, `python -m odevit.bench --activation-only`: "
-                     + f.read().strip())
+    if "Activation memory" not in text and os.path.isfile(os.path.join(root, ACTIVATION_FILE)):
+        from .bench import activation_markdown
+
+        act = _json(os.path.join(root, ACTIVATION_FILE))
+        text += (f"\n\n{act['date']}, `python -m odevit.bench --activation-only`: "
+                 + activation_markdown(act["activation_memory"]))
     return text
+
+
+ACTIVATION_FILE = "results/bench/activation_memory.json"  # python -m odevit.bench --activation-only
+
+
+def _activation_rows(bench: Dict, root: str) -> List[Dict]:
+    """The activation-memory rows: the full bench's, else those of `--activation-only`."""
+    if bench.get("activation_memory"):
+        return bench["activation_memory"]
+    path = os.path.join(root, ACTIVATION_FILE)
+    return _json(path)["activation_memory"] if os.path.isfile(path) else []
 
 
 def bench_summary(root: str = ".") -> str:
@@ -116,7 +130,7 @@ def bench_summary(root: str = ".") -> str:
     configs = list(dict.fromkeys(r["config"] for r in b["rows"]))
     lines = []
     for dtype in ("fp32", "bf16"):
-        pairs = [(c, by.get((c, dtype, "ODE-ViT")), by.get((c, dtype, "timm ViT (depth = N)"))) for c in configs]
+        pairs = [(c, by.get((c, dtype, "ODE-ViT")), by.get((c, dtype, VIT))) for c in configs]
         pairs = [(c, o, v) for c, o, v in pairs if o and v]
         if pairs:
             lines.append(f"* {dtype}, ODE-ViT / timm ViT of equal FLOPs — training images/s: "
@@ -134,10 +148,7 @@ def bench_summary(root: str = ".") -> str:
         lines.append(f"* bf16 autocast trains ODE-ViT at {min(ratio):.2f}–{max(ratio):.2f}× its fp32 images/s on this "
                      f"machine (large-matmul roof {b['meta']['matmul_roof_gflop_s']['bf16']:.0f} GFLOP/s bf16 vs "
                      f"{b['meta']['matmul_roof_gflop_s']['fp32']:.0f} fp32).")
-    acts = b.get("activation_memory") or []
-    act_file = os.path.join(root, "results/bench/activation_memory.json")
-    if not acts and os.path.isfile(act_file):  # python -m odevit.bench --activation-only
-        acts = _json(act_file)["activation_memory"]
+    acts = _activation_rows(b, root)
     if acts:
         lines.append("* Gradient checkpointing of the solver steps saves activation memory per image (fp32): "
                      + "; ".join(f"{a['config']}: {a['mib_full']:.1f} → {a['mib_ckpt']:.1f} MiB "
@@ -204,13 +215,14 @@ def run_time(root: str = ".") -> str:
     run = _json(os.path.join(root, "results/run.json"))
     teacher = _json(os.path.join(root, "results/02_teacher/timing.json"))["train_time_s"]
     cells = [(_json(p)["train_time_s"], p.split("/")[-3]) for p in
-             sorted(__import__("glob").glob(os.path.join(root, "results/cells/*/s*/timing.json")))]
+             sorted(glob.glob(os.path.join(root, "results/cells/*/s*/timing.json")))]
     times = [t for t, _ in cells]
-    slow = sorted({c for t, c in cells if t > 1.25 * sorted(times)[len(times) // 2]})
+    median = sorted(times)[len(times) // 2]
+    slow = sorted({c for t, c in cells if t > 1.25 * median})
     return (f"`make repro` on a fresh clone, {run['machine']}, {run['date']}: **{run['wall_s'] / 60:.1f} min "
             f"wall-clock** for `dvc repro` (`results/run.json`). Of it, the epoch loops (`timing.json`): teacher "
             f"{teacher / 60:.1f} min; {len(cells)} study cells {sum(times) / 60:.1f} min (median "
-            f"{sorted(times)[len(times) // 2]:.0f} s each" + (f"; slower: {', '.join(slow)}" if slow else "")
+            f"{median:.0f} s each" + (f"; slower: {', '.join(slow)}" if slow else "")
             + "); the rest is each stage's start-up, test-set evaluation and Acc@1-vs-N curves, and the analyses.")
 
 
