@@ -148,6 +148,9 @@ def bench_summary(root: str = ".") -> str:
         lines.append(f"* bf16 autocast trains ODE-ViT at {min(ratio):.2f}–{max(ratio):.2f}× its fp32 images/s on this "
                      f"machine (large-matmul roof {b['meta']['matmul_roof_gflop_s']['bf16']:.0f} GFLOP/s bf16 vs "
                      f"{b['meta']['matmul_roof_gflop_s']['fp32']:.0f} fp32).")
+    elif not b["meta"].get("bf16_native", True):
+        from .bench import bf16_skipped
+        lines.append(f"* bf16: {bf16_skipped(b['meta'])}. The pipeline's precision `auto` trains in fp32 on CPU.")
     acts = _activation_rows(b, root)
     if acts:
         lines.append("* Gradient checkpointing of the solver steps saves activation memory per image (fp32): "

@@ -58,8 +58,9 @@ PRECISION = "auto"  # process-wide, like torch.set_float32_matmul_precision; set
 
 
 def set_precision(name: str) -> None:
-    """'auto' = bf16 autocast on CUDA and fp32 on CPU (on the 2-core CPU we measured, bf16 trains 4-6x slower:
-    `python -m odevit.bench`), 'fp32' everywhere, or 'bf16' autocast everywhere."""
+    """'auto' = bf16 autocast on CUDA and fp32 on CPU (on the 2-core CPUs we measured, bf16 trained 3-5x slower
+    with native bf16 and its matmuls ran ~100x slower without: `python -m odevit.bench`), 'fp32' everywhere, or
+    'bf16' autocast everywhere."""
     global PRECISION
     if name not in ("auto", "fp32", "bf16"):
         raise ValueError(f"precision: '{name}' is not one of ['auto', 'fp32', 'bf16']")
@@ -208,8 +209,9 @@ def fit(
 
     Writes `out_dir/last.pt` every epoch (model, optimiser, scheduler, RNG states, epoch, best metric, history) and
     `out_dir/best.pt` (best test Acc@1, as the paper selects), atomically. If `out_dir/last.pt` exists with the same
-    `run_id` (see `fingerprint`), training resumes after its epoch and ends exactly as an uninterrupted run would
-    (CPU); a checkpoint of another run is set aside with a notice, a corrupt one stops with its path.
+    `run_id` (see `fingerprint`) and the same number of training images and batches, training resumes after its
+    epoch and ends exactly as an uninterrupted run would (CPU); a checkpoint of another run is set aside with a
+    notice, a corrupt one stops with its path.
     `on_epoch(epoch, model)` runs before each epoch (e.g. the CE curriculum unfreezing the head).
     Raises FloatingPointError on a non-finite loss or gradient, before the step: no non-finite weights are saved.
     Under torchrun (`distributed.init()` first, loaders built after it) the model runs in DistributedDataParallel,
@@ -244,6 +246,9 @@ def fit(
             replica = distributed.Replica(model, device)
         return ps
 
+    # the training data is part of the run: a checkpoint of the same configs on other images (e.g. a study re-run
+    # with another `study.train_limit`, whose checkpoints DVC keeps as persistent outputs) must not be resumed
+    run_id = f"{run_id}/{getattr(train_loader, 'n', '?')} images/{len(train_loader)} batches"
     last_path = os.path.join(out_dir, "last.pt") if out_dir else None
     if last_path and os.path.exists(last_path):
         ckpt = load_checkpoint(last_path)  # corrupt -> CheckpointError naming the file, never a silent restart

@@ -27,3 +27,16 @@ def test_bench_pair_and_markdown():
     md = bench.to_markdown({"meta": meta, "rows": rows, "speedups": ups, "time_shares": shares,
                             "distill": dict(dist, distill_over_scratch=1.1)})
     assert "| tiny | ODE-ViT | fp32 |" in md and "1.10 with the teacher" in md and "| + fused attention" in md
+
+
+def test_bf16_rows_are_skipped_with_the_probe_as_reason(monkeypatch):
+    """Where bf16 matmuls are emulated (< NATIVE_BF16 of fp32's rate), the bench says so instead of timing bf16 for
+    hours; where they are native, it measures them."""
+    rates = {torch.float32: 100.0, torch.bfloat16: 1.0}
+    monkeypatch.setattr(bench, "matmul_roof", lambda device, dtype, n=2048, reps=10: rates[dtype])
+    native, probe = bench.native_bf16(torch.device("cpu"))
+    assert not native and probe == {"fp32": 100.0, "bf16": 1.0}
+    text = bench.bf16_skipped({"bf16_probe_gflop_s": probe})
+    assert "1.0 GFLOP/s here, 1.0% of fp32's 100" in text
+    rates[torch.bfloat16] = 10.0
+    assert bench.native_bf16(torch.device("cpu"))[0]

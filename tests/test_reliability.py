@@ -1,4 +1,6 @@
 """Faults made cheap and clear: bad params, interrupted runs, corrupt or unsafe checkpoints, divergence, bad data."""
+import contextlib
+import io
 import os
 import signal
 import subprocess
@@ -180,3 +182,22 @@ def test_corrupt_dataset_file_is_named(tmp_path):
         (raw / f).write_bytes(b"")
     with pytest.raises(data.DatasetError, match="train-images-idx3-ubyte: corrupt or truncated IDX file"):
         data.load_split("fashion_mnist", "train", root=str(tmp_path), download=False)
+
+
+def test_checkpoint_of_other_training_data_is_not_resumed(tmp_path):
+    """Same configs and run_id on fewer images (e.g. `dvc exp run -S study.train_limit=...` over persistent cell
+    checkpoints): the finished checkpoint must be set aside, not resumed as if it had been trained on these images."""
+    b = config.parse("base", dict(dataset="synthetic", synthetic_size=64, batch_size=16, device="cpu"))
+    s = config.parse("scratch", dict(embed_dim=16, num_heads=2, num_steps=2, epochs=1))
+    cfg = train.TrainConfig(epochs=1, device="cpu")
+    small, te = pipeline.loaders(b, train_limit=32)
+    train.fit(pipeline.build_scratch(b, s), small, te, objectives.ode_scratch(), cfg, str(tmp_path), run_id="x")
+    big, _ = pipeline.loaders(b, train_limit=64)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        hist = train.fit(pipeline.build_scratch(b, s), big, te, objectives.ode_scratch(), cfg, str(tmp_path), run_id="x")
+    assert "belongs to another configuration: starting this run from scratch" in out.getvalue()
+    assert len(hist) == 1 and torch.load(tmp_path / "last.pt", weights_only=True)["epoch"] == 1
+    with contextlib.redirect_stdout(out):  # the same data again resumes (here: nothing left to train)
+        train.fit(pipeline.build_scratch(b, s), big, te, objectives.ode_scratch(), cfg, str(tmp_path), run_id="x")
+    assert "resuming from" in out.getvalue()
