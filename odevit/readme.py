@@ -185,6 +185,22 @@ def gpu_estimate(root: str = ".") -> str:
 EVIDENCE = "docs/evidence"
 
 
+def _verdicts(table: pd.DataFrame) -> str:
+    """The comparisons table (report.comparisons) and one sentence: the headline claim and which cells are
+    resolved better / worse than the reference, and which are not resolved."""
+    free = table.set_index("cell").loc["free"]
+    better = table[table.resolved & (table.diff_mean < 0)]
+    worse = table[table.resolved & (table.diff_mean > 0) & (table.cell != "free")]
+    unresolved = table[~table.resolved]
+    return (to_markdown(table.round(3)) + "\n\n"
+            f"There, teacher–student − free = {free.diff_mean:+.1f} pt [{free.ci_low:+.1f}, {free.ci_high:+.1f}] "
+            f"({'resolved' if free.resolved else 'not resolved'}; the paper claims > +10 pt on CIFAR). Resolved and "
+            "**better** than the reference at this budget: "
+            + (", ".join(f"{r.cell} ({-r.diff_mean:+.1f} pt)" for r in better.itertuples()) or "none")
+            + "; resolved and worse: " + (", ".join(f"{r.cell} ({-r.diff_mean:+.1f} pt)" for r in worse.itertuples()) or "none")
+            + "; not resolved at this budget: " + (", ".join(unresolved.cell) or "none") + ".")
+
+
 def gpu_study(root: str = ".") -> str:
     """The GPU study's seed spread and every cell against the reference, recomputed from its committed CSVs."""
     from .report import comparisons
@@ -192,24 +208,34 @@ def gpu_study(root: str = ".") -> str:
     spread = pd.read_csv(os.path.join(root, EVIDENCE, "seed_spread_gpu.csv"))
     spread = spread[spread.cell == "ref"].groupby(["limit", "epochs"]).acc1.agg(["std", "size"]).reset_index()
     ok = spread[spread["std"] * 100 <= 0.5].assign(cost=lambda t: t.limit * t.epochs).sort_values("cost")
-    study = pd.read_csv(os.path.join(root, EVIDENCE, "study_gpu_20000x2.csv"))
-    table = comparisons(study, "ref")
-    free = table.set_index("cell").loc["free"]
-    better = table[table.resolved & (table.diff_mean < 0)]
-    worse = table[table.resolved & (table.diff_mean > 0) & (table.cell != "free")]
-    unresolved = table[~table.resolved]
     spread_txt = ", ".join(f"{100 * r['std']:.2f} pt ({int(r.limit) // 1000}k × {int(r.epochs)})"
                            for _, r in spread.iterrows())
     return (f"{int(spread['size'].iloc[0])} seeds of the reference at {len(spread)} budgets give a std of Acc@1 of "
             f"{spread_txt}; the cheapest with std ≤ 0.5 pt is "
             + (f"**{int(ok.limit.iloc[0]) // 1000}k × {int(ok.epochs.iloc[0])}**" if len(ok) else "none") + ".\n\n"
-            + to_markdown(table.round(3)) + "\n\n"
-            f"There, teacher–student − free = {free.diff_mean:+.1f} pt [{free.ci_low:+.1f}, {free.ci_high:+.1f}] "
-            f"({'resolved' if free.resolved else 'not resolved'}; the paper claims > +10 pt on CIFAR). Resolved and "
-            "**better** than the reference at this budget: "
-            + (", ".join(f"{r.cell} ({-r.diff_mean:+.1f} pt)" for r in better.itertuples()) or "none")
-            + "; resolved and worse: " + (", ".join(f"{r.cell} ({-r.diff_mean:+.1f} pt)" for r in worse.itertuples()) or "none")
-            + "; not resolved at this budget: " + (", ".join(unresolved.cell) or "none") + ".")
+            + _verdicts(comparisons(pd.read_csv(os.path.join(root, EVIDENCE, "study_gpu_20000x2.csv")), "ref")))
+
+
+def cpu_study(root: str = ".") -> str:
+    """The fuller study run on the CPU by `docs/evidence/cpu_study.py`: its measured time, the reference's seed
+    spread, every cell against the reference and the claims it resolves, from its committed files."""
+    from .report import comparisons
+
+    path = os.path.join(root, EVIDENCE, "study_cpu_20000x2")
+    if not os.path.exists(path + ".json"):
+        return "Not run yet: `python docs/evidence/cpu_study.py` in a clone whose default run is done."
+    meta = _json(path + ".json")
+    cells = pd.read_csv(path + ".csv")
+    claims = pd.read_csv(os.path.join(root, EVIDENCE, "claims_cpu_20000x2.csv"))
+    ref = cells[cells.cell == "ref"].acc1
+    resolved = claims[claims.resolved.astype(bool)].claim
+    return (f"`{meta['command']}` (via `python docs/evidence/cpu_study.py`, commit {meta['commit']}) took "
+            f"**{meta['wall_s'] / 60:.0f} min** on {meta['machine']}, {meta['date']} (the teacher and data stages "
+            f"from the default run's cache). The reference's seed spread there: std of Acc@1 "
+            f"**{100 * ref.std():.2f} pt** over {len(ref)} seeds (mean {100 * ref.mean():.2f} %).\n\n"
+            + _verdicts(comparisons(cells, "ref")) + "\n\n"
+            f"Its claims table (`docs/evidence/claims_cpu_20000x2.csv`) resolves {len(resolved)} of {len(claims)} "
+            "rows: " + ", ".join(f"`{c}`" for c in resolved) + ".")
 
 
 def run_time(root: str = ".") -> str:
@@ -223,16 +249,17 @@ def run_time(root: str = ".") -> str:
     median = sorted(times)[len(times) // 2]
     slow = sorted({c for t, c in cells if t > 1.25 * median})
     return (f"`make repro` on a fresh clone, {run['machine']}, {run['date']}: **{run['wall_s'] / 60:.1f} min "
-            f"wall-clock** for `dvc repro` (`results/run.json`). Of it, the epoch loops (`timing.json`): teacher "
+            f"wall-clock** for `dvc repro` (`results/run.json`). Epoch loops, as each stage's latest run timed them "
+            f"(`timing.json`; a later rerun of a stage replaces its time): teacher "
             f"{teacher / 60:.1f} min; {len(cells)} study cells {sum(times) / 60:.1f} min (median "
             f"{median:.0f} s each" + (f"; slower: {', '.join(slow)}" if slow else "")
-            + "); the rest is each stage's start-up, test-set evaluation and Acc@1-vs-N curves, and the analyses.")
+            + "); the rest of a run is each stage's start-up, test-set evaluation and Acc@1-vs-N curves, and the analyses.")
 
 
 SECTIONS: Dict[str, Callable[[str], str]] = {
     "claims-table": claims_table, "main-table": main_table, "weights-table": weights_table,
     "dynamics-summary": dynamics_summary, "bench-tables": bench_tables, "bench-summary": bench_summary,
-    "gpu-estimate": gpu_estimate, "gpu-study": gpu_study, "run-time": run_time,
+    "cpu-study": cpu_study, "gpu-estimate": gpu_estimate, "gpu-study": gpu_study, "run-time": run_time,
 }
 
 
