@@ -3,8 +3,8 @@
     python -m odevit.bench                 # writes results/bench/bench.json and bench.md
     python -m odevit.bench --quick         # default config only
 
-Per config and dtype (fp32; bf16 autocast where this device's bf16 matmuls are native): training step (forward + backward + AdamW) and inference images/s as
-the median of timed repetitions after warm-up (with min and max), FLOPs per image counted by
+Per config and dtype (fp32; bf16 autocast where this device's bf16 matmuls are native): training step (forward +
+backward + AdamW) and inference images/s as the median of timed repetitions after warm-up (with min and max), FLOPs per image counted by
 torch.utils.flop_counter.FlopCounterMode, achieved GFLOP/s over this machine's large-matmul GFLOP/s measured in the
 same run (roofline ratio), training-step memory (CUDA: peak allocated; CPU: bytes of tensors autograd saves +
 parameters, gradients and optimiser state). At the default config also: the ODE-ViT step with each speed-up
@@ -327,7 +327,7 @@ def main() -> None:
     native, probe = native_bf16(device)
     dtypes = args.dtypes.split(",") if args.dtypes != "auto" else ["fp32"] + (["bf16"] if native else [])
     if "bf16" not in dtypes:
-        print(bf16_skipped({"bf16_probe_gflop_s": probe}).replace("`", ""), flush=True)
+        print(bf16_skipped(probe, native).replace("`", ""), flush=True)
     roof = {d: matmul_roof(device, DTYPES[d]) for d in dtypes}
     rows: List[Dict[str, Any]] = []
     for name, spec in CONFIGS.items():
@@ -335,10 +335,10 @@ def main() -> None:
             continue
         reps = args.reps if name == DEFAULT or device.type == "cuda" else 3
         for r in bench_pair(name, spec, device, [d == "bf16" for d in dtypes], reps):
-            r["roof_ratio"] = r["achieved_gflop_s"] / roof[r["dtype"]]
-            rows.append(r)
+            rows.append(r)  # roof_ratio is set at the end, against the best roof of the run
             print(f"{r['config']:38s} {r['model']:22s} {r['dtype']}  train {r['train_img_s']:8.1f} img/s  "
-                  f"infer {r['infer_img_s']:8.1f} img/s  roof {r['roof_ratio']:.2f}  mem {r['train_mem_mb']:.0f} MB",
+                  f"infer {r['infer_img_s']:8.1f} img/s  roof {r['achieved_gflop_s'] / roof[r['dtype']]:.2f}  "
+                  f"mem {r['train_mem_mb']:.0f} MB",
                   flush=True)
     acts = activation_memory(device)
     spec = CONFIGS[DEFAULT]
@@ -374,9 +374,10 @@ def activation_markdown(acts: List[Dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def bf16_skipped(meta: Dict[str, Any]) -> str:
-    """Why a run has no bf16 rows, from its probe."""
-    p = meta["bf16_probe_gflop_s"]
+def bf16_skipped(p: Dict[str, float], native: bool) -> str:
+    """Why a run has no bf16 rows: its probe (`native_bf16`), or --dtypes fp32 where bf16 is native."""
+    if native:
+        return "no bf16 rows (`--dtypes fp32`)"
     return (f"no bf16 rows: a 256² bf16 matmul runs at {p['bf16']:.1f} GFLOP/s here, {p['bf16'] / p['fp32']:.1%} of "
             f"fp32's {p['fp32']:.0f} (no native bf16 on this CPU; `--dtypes fp32,bf16` forces them)")
 
@@ -386,7 +387,7 @@ def to_markdown(result: Dict[str, Any]) -> str:
     lines = [f"Machine: {meta['device']}, {meta['threads']} threads, torch {meta['torch']}, {meta['date']}; "
              f"large-matmul roof {meta['matmul_roof_gflop_s']['fp32']:.0f} GFLOP/s fp32, "
              + (f"{meta['matmul_roof_gflop_s']['bf16']:.0f} GFLOP/s bf16" if "bf16" in meta["matmul_roof_gflop_s"]
-                else bf16_skipped(meta)) + f"; whole run {meta['wall_s']:.0f} s.", "",
+                else bf16_skipped(meta["bf16_probe_gflop_s"], meta["bf16_native"])) + f"; whole run {meta['wall_s']:.0f} s.", "",
              "| config | model | dtype | batch | params (M) | train img/s (min–max) | infer img/s | GFLOP/img (train) "
              "| roof ratio | train mem (MB) | ODE/ViT train |", "|" + "---|" * 11]
     by = {(r["config"], r["dtype"], r["model"]): r for r in rows}

@@ -20,7 +20,7 @@ from typing import Callable, Dict, List
 import pandas as pd
 import yaml
 
-from .bench import VIT
+from .bench import VIT, activation_markdown, bf16_skipped
 from .report import to_markdown
 from .study import collect
 
@@ -104,7 +104,6 @@ def bench_tables(root: str = ".") -> str:
     with open(os.path.join(root, "results/bench/bench.md")) as f:
         text = f.read().strip()
     if "Activation memory" not in text and os.path.isfile(os.path.join(root, ACTIVATION_FILE)):
-        from .bench import activation_markdown
 
         act = _json(os.path.join(root, ACTIVATION_FILE))
         text += (f"\n\n{act['date']}, `python -m odevit.bench --activation-only`: "
@@ -149,8 +148,7 @@ def bench_summary(root: str = ".") -> str:
                      f"machine (large-matmul roof {b['meta']['matmul_roof_gflop_s']['bf16']:.0f} GFLOP/s bf16 vs "
                      f"{b['meta']['matmul_roof_gflop_s']['fp32']:.0f} fp32).")
     elif not b["meta"].get("bf16_native", True):
-        from .bench import bf16_skipped
-        lines.append(f"* bf16: {bf16_skipped(b['meta'])}. The pipeline's precision `auto` trains in fp32 on CPU.")
+        lines.append(f"* bf16: {bf16_skipped(b['meta']['bf16_probe_gflop_s'], False)}. The pipeline's precision `auto` trains in fp32 on CPU.")
     acts = _activation_rows(b, root)
     if acts:
         lines.append("* Gradient checkpointing of the solver steps saves activation memory per image (fp32): "
@@ -185,9 +183,12 @@ def gpu_estimate(root: str = ".") -> str:
 EVIDENCE = "docs/evidence"
 
 
-def _verdicts(table: pd.DataFrame) -> str:
-    """The comparisons table (report.comparisons) and one sentence: the headline claim and which cells are
-    resolved better / worse than the reference, and which are not resolved."""
+def _verdicts(cells: pd.DataFrame) -> str:
+    """Every cell against the reference (report.comparisons) as a table, and one sentence: the headline claim and
+    which cells are resolved better / worse than the reference, and which are not resolved."""
+    from .report import comparisons
+
+    table = comparisons(cells, "ref")
     free = table.set_index("cell").loc["free"]
     better = table[table.resolved & (table.diff_mean < 0)]
     worse = table[table.resolved & (table.diff_mean > 0) & (table.cell != "free")]
@@ -203,8 +204,6 @@ def _verdicts(table: pd.DataFrame) -> str:
 
 def gpu_study(root: str = ".") -> str:
     """The GPU study's seed spread and every cell against the reference, recomputed from its committed CSVs."""
-    from .report import comparisons
-
     spread = pd.read_csv(os.path.join(root, EVIDENCE, "seed_spread_gpu.csv"))
     spread = spread[spread.cell == "ref"].groupby(["limit", "epochs"]).acc1.agg(["std", "size"]).reset_index()
     ok = spread[spread["std"] * 100 <= 0.5].assign(cost=lambda t: t.limit * t.epochs).sort_values("cost")
@@ -213,14 +212,12 @@ def gpu_study(root: str = ".") -> str:
     return (f"{int(spread['size'].iloc[0])} seeds of the reference at {len(spread)} budgets give a std of Acc@1 of "
             f"{spread_txt}; the cheapest with std ≤ 0.5 pt is "
             + (f"**{int(ok.limit.iloc[0]) // 1000}k × {int(ok.epochs.iloc[0])}**" if len(ok) else "none") + ".\n\n"
-            + _verdicts(comparisons(pd.read_csv(os.path.join(root, EVIDENCE, "study_gpu_20000x2.csv")), "ref")))
+            + _verdicts(pd.read_csv(os.path.join(root, EVIDENCE, "study_gpu_20000x2.csv"))))
 
 
 def cpu_study(root: str = ".") -> str:
     """The fuller study run on the CPU by `docs/evidence/cpu_study.py`: its measured time, the reference's seed
     spread, every cell against the reference and the claims it resolves, from its committed files."""
-    from .report import comparisons
-
     path = os.path.join(root, EVIDENCE, "study_cpu_20000x2")
     if not os.path.exists(path + ".json"):
         return "Not run yet: `python docs/evidence/cpu_study.py` in a clone whose default run is done."
@@ -233,7 +230,7 @@ def cpu_study(root: str = ".") -> str:
             f"**{meta['wall_s'] / 60:.0f} min** on {meta['machine']}, {meta['date']} (the teacher and data stages "
             f"from the default run's cache). The reference's seed spread there: std of Acc@1 "
             f"**{100 * ref.std():.2f} pt** over {len(ref)} seeds (mean {100 * ref.mean():.2f} %).\n\n"
-            + _verdicts(comparisons(cells, "ref")) + "\n\n"
+            + _verdicts(cells) + "\n\n"
             f"Its claims table (`docs/evidence/claims_cpu_20000x2.csv`) resolves {len(resolved)} of {len(claims)} "
             "rows: " + ", ".join(f"`{c}`" for c in resolved) + ".")
 

@@ -36,7 +36,7 @@ def test_bf16_rows_are_skipped_with_the_probe_as_reason(monkeypatch):
     monkeypatch.setattr(bench, "matmul_roof", lambda device, dtype, n=2048, reps=10: rates[dtype])
     native, probe = bench.native_bf16(torch.device("cpu"))
     assert not native and probe == {"fp32": 100.0, "bf16": 1.0}
-    text = bench.bf16_skipped({"bf16_probe_gflop_s": probe})
+    text = bench.bf16_skipped(probe, native)
     assert "1.0 GFLOP/s here, 1.0% of fp32's 100" in text
     rates[torch.bfloat16] = 10.0
     assert bench.native_bf16(torch.device("cpu"))[0]

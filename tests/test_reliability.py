@@ -129,10 +129,10 @@ def test_sigkill_mid_training_then_rerun_equals_uninterrupted(tmp_path):
     assert (cut / "metrics.json").read_text() == (ref / "metrics.json").read_text()
 
 
-def _tiny():
+def _tiny(train_limit=None):
     b = config.parse("base", dict(dataset="synthetic", synthetic_size=64, batch_size=16, device="cpu"))
     s = config.parse("scratch", dict(embed_dim=16, num_heads=2, num_steps=2, epochs=1))
-    tr, te = pipeline.loaders(b)
+    tr, te = pipeline.loaders(b, train_limit=train_limit)
     return pipeline.build_scratch(b, s), tr, te
 
 
@@ -187,17 +187,16 @@ def test_corrupt_dataset_file_is_named(tmp_path):
 def test_checkpoint_of_other_training_data_is_not_resumed(tmp_path):
     """Same configs and run_id on fewer images (e.g. `dvc exp run -S study.train_limit=...` over persistent cell
     checkpoints): the finished checkpoint must be set aside, not resumed as if it had been trained on these images."""
-    b = config.parse("base", dict(dataset="synthetic", synthetic_size=64, batch_size=16, device="cpu"))
-    s = config.parse("scratch", dict(embed_dim=16, num_heads=2, num_steps=2, epochs=1))
     cfg = train.TrainConfig(epochs=1, device="cpu")
-    small, te = pipeline.loaders(b, train_limit=32)
-    train.fit(pipeline.build_scratch(b, s), small, te, objectives.ode_scratch(), cfg, str(tmp_path), run_id="x")
-    big, _ = pipeline.loaders(b, train_limit=64)
+    model, small, te = _tiny(train_limit=32)
+    train.fit(model, small, te, objectives.ode_scratch(), cfg, str(tmp_path), run_id="x")
+    model, big, te = _tiny(train_limit=64)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        hist = train.fit(pipeline.build_scratch(b, s), big, te, objectives.ode_scratch(), cfg, str(tmp_path), run_id="x")
+        hist = train.fit(model, big, te, objectives.ode_scratch(), cfg, str(tmp_path), run_id="x")
     assert "belongs to another configuration: starting this run from scratch" in out.getvalue()
     assert len(hist) == 1 and torch.load(tmp_path / "last.pt", weights_only=True)["epoch"] == 1
+    model, big, te = _tiny(train_limit=64)
     with contextlib.redirect_stdout(out):  # the same data again resumes (here: nothing left to train)
-        train.fit(pipeline.build_scratch(b, s), big, te, objectives.ode_scratch(), cfg, str(tmp_path), run_id="x")
+        train.fit(model, big, te, objectives.ode_scratch(), cfg, str(tmp_path), run_id="x")
     assert "resuming from" in out.getvalue()
