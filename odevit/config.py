@@ -128,16 +128,19 @@ class Distill(Optim, ODE):
     mlp_ratio: float = 1.0  # the paper's Small student (4 = Base)
     tau: float = 3.0  # the paper's 30 is for DINO distances (span 49); 3 keeps its span/tau ratio here (presets: 30)
     schedule: str = "softmax"  # paper | 'softmax_min1' (every layer >= 1 step) | 'uniform'
+    schedule_points: str = "steps"  # softmax multiplier: N steps (ours) | 'grid_points' N + 1 (published code)
     distance_tokens: str = "cls"  # or 'all'
     distance_batches: int = 8
     mse_tokens: str = "cls"
     mse_weight: float = 1.0
-    ce_weight: float = 1.0
+    ce_weight: float = 0.0  # 0 = label-free MSE + JaSMin (authors' Small rows); 1 = + CE (their CIFAR-100 Base row)
     ce_from_epoch: int = 0  # CE curriculum: CE joins (and the head unfreezes, if frozen) at this epoch
     attn_l1_weight: float = 0.0  # the published attention-map L1 term
     head_norm: bool = True  # paper: teacher's final norm (frozen) before the head; False = published raw CLS
     freeze: List[str] = field(default_factory=lambda: ["patch_embed", "cls_token", "norm", "head"])
     unfreeze_head_at: int = -1  # epoch at which the head becomes trainable (-1 = never)
+    jasmin_maps_from: str = "steps"  # JaSMin averages floor(.85 N) maps (ours) | 'grid_points': int(.85 (N+1)) (published)
+    attn_maps_after_dropout: bool = False  # True = JaSMin / attention-L1 see the maps after attention dropout (published)
 
 
 @dataclass
@@ -147,7 +150,9 @@ class Study:
     seeds: List[int] = field(default_factory=lambda: [0, 1, 2])
     train_limit: int = 6000  # training images of every cell (0 = the whole split)
     cells: Dict[str, Dict[str, Any]] = field(default_factory=lambda: {
-        "ref": {}, "free": {"free": True}, "parallel": {"solver": "parallel"}, "jasmin_off": {"jasmin_weight": 0.0},
+        "ref": {}, "free": {"free": True}, "ce": {"ce_weight": 1.0},
+        "pub_curriculum": {"preset": "presets/published_curriculum.yaml"},
+        "parallel": {"solver": "parallel"}, "jasmin_off": {"jasmin_weight": 0.0},
         "layernorm": {"norm": "layernorm"}, "uniform": {"schedule": "uniform"}, "mlp4": {"mlp_ratio": 4.0},
         "qkv_xavier": {"spectral_init_qkv": False}, "published": {"preset": "presets/published_code.yaml"}})
     reference: str = "ref"  # the cell every ablation is compared with
@@ -175,7 +180,8 @@ SCHEMAS = {"base": Base, "teacher": Teacher, "scratch": Scratch, "distill": Dist
 CHOICES = {
     "dataset": sorted(INFO), "device": ["auto", "cpu", "cuda"], "precision": ["auto", "fp32", "bf16"], "solver": sorted(SOLVERS),
     "norm": ["centernorm", "layernorm"], "normalize": ["dataset", "imagenet", "half"],
-    "schedule": ["softmax", "softmax_min1", "uniform"], "weights": ["trained", "published"], "distance_tokens": ["cls", "all"], "mse_tokens": ["cls", "all"],
+    "schedule": ["softmax", "softmax_min1", "uniform"], "schedule_points": ["steps", "grid_points"],
+    "jasmin_maps_from": ["steps", "grid_points"], "weights": ["trained", "published"], "distance_tokens": ["cls", "all"], "mse_tokens": ["cls", "all"],
 }
 POSITIVE = {"lipschitz", "power_iters", "bound_samples", "num_steps", "epochs", "lr", "tau", "mlp_ratio", "batch_size", "eval_batch_size", "image_size", "patch_size",
             "embed_dim", "num_heads", "depth", "channels", "distance_batches", "horizon", "jasmin_k", "cycles"}
@@ -230,6 +236,9 @@ def parse(block: str, values: Optional[Dict[str, Any]]) -> Any:
         bad = [k for k in cfg.freeze if k not in COPYABLE]
         if bad:
             raise ConfigError(f"params.yaml: distill.freeze = {bad} not in {list(COPYABLE)}")
+        if cfg.schedule_points == "grid_points" and cfg.schedule != "softmax":
+            raise ConfigError(f"params.yaml: distill.schedule_points = 'grid_points' needs distill.schedule = "
+                              f"'softmax' (got {cfg.schedule!r}); use 'steps'")
     return cfg
 
 

@@ -72,10 +72,13 @@ class Attention(nn.Module):
     """Multi-head self-attention with packed (optionally bias-free) Q/K/V, as timm's `Attention`.
 
     Returns the per-head attention maps when asked (needed by JaSMin, the attention-L1 loss and the analyses);
-    otherwise it uses the fused `F.scaled_dot_product_attention` kernel.
+    otherwise it uses the fused `F.scaled_dot_product_attention` kernel. The maps are the softmax before attention
+    dropout; `maps_after_dropout=True` returns the dropped (and 1/(1-p)-rescaled) maps that multiplied V, as
+    PyTorch's `nn.MultiheadAttention` does in the published code (identical when dropout is 0 or in eval mode).
     """
 
-    def __init__(self, dim: int, num_heads: int, bias: bool = False, attn_drop: float = 0.0, proj_drop: float = 0.0):
+    def __init__(self, dim: int, num_heads: int, bias: bool = False, attn_drop: float = 0.0, proj_drop: float = 0.0,
+                 maps_after_dropout: bool = False):
         super().__init__()
         if dim % num_heads != 0:
             raise ValueError(f"num_heads: {num_heads} does not divide embed_dim {dim}")
@@ -87,6 +90,7 @@ class Attention(nn.Module):
         self.proj = nn.Linear(dim, dim, bias=bias)
         self.proj_drop = nn.Dropout(proj_drop)
         self.fused = True  # F.scaled_dot_product_attention when no maps are needed (False: always explicit softmax)
+        self.maps_after_dropout = maps_after_dropout
 
     def forward(self, x: torch.Tensor, need_weights: bool = False,
                 qkv_weight: Optional[Tuple[torch.Tensor, Optional[torch.Tensor]]] = None,
@@ -100,7 +104,10 @@ class Attention(nn.Module):
         if need_weights or not self.fused:
             attn = (q * self.scale) @ k.transpose(-2, -1)  # (B, H, T, T)
             attn = attn.softmax(dim=-1)
-            out = self.attn_drop(attn) @ v
+            dropped = self.attn_drop(attn)
+            out = dropped @ v
+            if self.maps_after_dropout:
+                attn = dropped
         else:
             attn = None
             out = F.scaled_dot_product_attention(q, k, v, dropout_p=self.attn_drop.p if self.training else 0.0)

@@ -57,15 +57,32 @@ def jasmin_rows(p: torch.Tensor, k: int = 2) -> torch.Tensor:
     return torch.log(g[..., 0] / (g[..., k - 1] + EPS) + EPS)
 
 
-def jasmin(attn_maps: Sequence[torch.Tensor], k: int = 2, last_frac: float = 0.85, detach: bool = False) -> torch.Tensor:
+JASMIN_MAPS_FROM = ("steps", "grid_points")
+
+
+def jasmin_map_count(num_maps: int, last_frac: float = 0.85, maps_from: str = "steps") -> int:
+    """How many of the last attention maps JaSMin averages, out of `num_maps` (one per solver step, N).
+
+    'steps' (ours): max(1, floor(last_frac * N)). 'grid_points' (the published code, which counts its N + 1 grid
+    points: models/ode_transformer_gpt.py ~l.615 at b41824d): int(last_frac * (N + 1)), at most N. At N = 35: 29 vs 30.
+    """
+    if maps_from not in JASMIN_MAPS_FROM:
+        raise ValueError(f"jasmin_maps_from: '{maps_from}' is not one of {list(JASMIN_MAPS_FROM)}")
+    n = math.floor(last_frac * num_maps) if maps_from == "steps" else int(last_frac * (num_maps + 1))
+    return min(num_maps, max(1, n))
+
+
+def jasmin(attn_maps: Sequence[torch.Tensor], k: int = 2, last_frac: float = 0.85, detach: bool = False,
+           maps_from: str = "steps") -> torch.Tensor:
     """JaSMin regulariser over a trajectory of attention maps, each (B, H, T, T).
 
-    Max over query rows, mean over heads and batch, mean over the last floor(last_frac * N) maps (at least one).
+    Max over query rows, mean over heads and batch, mean over the last `jasmin_map_count` maps (floor(last_frac * N),
+    at least one; maps_from='grid_points': the published int(last_frac * (N + 1))).
     detach=True reproduces the published code, whose maps are detached (the term then has no gradient).
     """
     if not attn_maps:
         raise ValueError("jasmin: no attention maps (call forward_trajectory with return_attn=True)")
-    n = max(1, math.floor(last_frac * len(attn_maps)))
+    n = jasmin_map_count(len(attn_maps), last_frac, maps_from)
     a = torch.stack(attn_maps[-n:])  # (n, B, H, T, T): one batched pass
     a = a.detach() if detach else a
     return jasmin_rows(a, k).amax(dim=-1).mean()  # max over queries, mean over (steps, B, H)

@@ -39,10 +39,12 @@ class ViTField(nn.Module):
         attn_drop: float = 0.0,
         proj_drop: float = 0.0,
         mlp_drop: float = 0.0,
+        attn_maps_after_dropout: bool = False,
     ):
         super().__init__()
         self.norm1 = make_norm(norm, dim)  # before G (attention)
-        self.attn = Attention(dim, num_heads, bias=bias, attn_drop=attn_drop, proj_drop=proj_drop)
+        self.attn = Attention(dim, num_heads, bias=bias, attn_drop=attn_drop, proj_drop=proj_drop,
+                              maps_after_dropout=attn_maps_after_dropout)
         self.norm2 = make_norm(norm, dim)  # before F (MLP)
         self.mlp = Mlp(dim, int(round(mlp_ratio * dim)), act_layer=nn.GELU, bias=bias, drop=mlp_drop)
         self.attn_maps: Optional[List[torch.Tensor]] = None  # when a list, G appends its (B, H, T, T) maps
@@ -110,6 +112,8 @@ class ODEViT(nn.Module):
         spectral_init_qkv: spectrally initialise Q/K/V too (paper); False leaves them at xavier-uniform as
             PyTorch's MultiheadAttention does in the published code.
         attn_drop, proj_drop, mlp_drop: dropout rates inside G and F.
+        attn_maps_after_dropout: the returned attention maps (JaSMin, attention-L1) are the ones after attention
+            dropout, as nn.MultiheadAttention returns them in the published code (default: before dropout).
         global_pool: 'token' (CLS, default) | 'avg' (mean of the patch tokens) | '' (no pooling), as timm.
 
     The timm model API, with the solver's steps as the layer axis: intermediate index i (0..N-1) is the state
@@ -141,6 +145,7 @@ class ODEViT(nn.Module):
         attn_drop: float = 0.0,
         proj_drop: float = 0.0,
         mlp_drop: float = 0.0,
+        attn_maps_after_dropout: bool = False,
         global_pool: str = "token",
         **kwargs: Any,  # timm passes pretrained_cfg etc.
     ):
@@ -171,7 +176,8 @@ class ODEViT(nn.Module):
         self.cls_token = nn.Parameter(torch.zeros(1, 1, embed_dim))
         self.reg_token = nn.Parameter(torch.zeros(1, reg_tokens, embed_dim)) if reg_tokens else None
         self.pos_embed = nn.Parameter(torch.zeros(1, 1 + num_patches + (reg_tokens if pos_embed_reg else 0), embed_dim))
-        self.field = ViTField(embed_dim, num_heads, mlp_ratio, norm, bias, attn_drop, proj_drop, mlp_drop)
+        self.field = ViTField(embed_dim, num_heads, mlp_ratio, norm, bias, attn_drop, proj_drop, mlp_drop,
+                              attn_maps_after_dropout)
         self.norm = nn.LayerNorm(embed_dim, eps=1e-6) if head_norm else nn.Identity()
         self.head = nn.Linear(embed_dim, num_classes) if num_classes > 0 else nn.Identity()
         reduction = self.patch_embed.patch_size[0]

@@ -25,7 +25,7 @@ def cross_entropy(label_smoothing: float = 0.0):
 
 
 def ode_scratch(label_smoothing: float = 0.0, jasmin_weight: float = 0.0, jasmin_k: int = 2,
-                jasmin_detach: bool = False):
+                jasmin_detach: bool = False, jasmin_maps_from: str = "steps"):
     """ODE-ViT from scratch: CE (+ JaSMin on the attention maps of the last 85% of steps)."""
 
     def objective(model, x, y, epoch, idx=None):
@@ -33,7 +33,7 @@ def ode_scratch(label_smoothing: float = 0.0, jasmin_weight: float = 0.0, jasmin
         ce = F.cross_entropy(out["logits"].float(), y, label_smoothing=label_smoothing)
         loss, parts = ce, {"ce": ce.item()}
         if jasmin_weight > 0:
-            js = jasmin(out["attn"], k=jasmin_k, detach=jasmin_detach)
+            js = jasmin(out["attn"], k=jasmin_k, detach=jasmin_detach, maps_from=jasmin_maps_from)
             loss = loss + jasmin_weight * js
             parts["jasmin"] = js.item()
         return loss, parts
@@ -55,10 +55,13 @@ def distill(
     attn_l1_weight: float = 0.0,
     grid: Optional[int] = None,
     cache: Optional[torch.Tensor] = None,
+    jasmin_maps_from: str = "steps",
 ):
     """Teacher-student: the student's states at c_l pass through the teacher's h_l (MSE), + JaSMin, + CE from
     `ce_from_epoch` (curriculum), + the published attention-map L1 term (off by default).
 
+    With ce_weight 0 (the label-free default) the labels y are never read: the frozen head only classifies.
+    `jasmin_maps_from`: which last maps JaSMin averages ('steps' ours, 'grid_points' published; `losses.jasmin`).
     `cache` (n, L, D): the teacher's CLS states h_1..h_L of every training sample (see `teacher_cls_cache`); with
     it, batches that come with their sample indices skip the teacher forward."""
     teacher.eval()
@@ -79,7 +82,7 @@ def distill(
         mse = trajectory_mse(out["states"], hs, checkpoints, tokens=mse_tokens)
         loss, parts = mse_weight * mse, {"mse": mse.item()}
         if jasmin_weight > 0:
-            js = jasmin(out["attn"], k=jasmin_k, detach=jasmin_detach)
+            js = jasmin(out["attn"], k=jasmin_k, detach=jasmin_detach, maps_from=jasmin_maps_from)
             loss = loss + jasmin_weight * js
             parts["jasmin"] = js.item()
         if attn_l1_weight > 0:

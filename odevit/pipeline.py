@@ -51,7 +51,7 @@ def distill_objective(teacher: nn.Module, checkpoints: Sequence[int], cfg: Disti
                       cache: Optional[torch.Tensor] = None) -> objectives.Objective:
     return objectives.distill(teacher, checkpoints, cfg.mse_weight, cfg.mse_tokens, cfg.jasmin_weight, cfg.jasmin_k,
                               cfg.jasmin_detach, cfg.ce_weight, cfg.ce_from_epoch, cfg.label_smoothing,
-                              cfg.attn_l1_weight, cache=cache)
+                              cfg.attn_l1_weight, cache=cache, jasmin_maps_from=cfg.jasmin_maps_from)
 
 
 def cache_usable(cfg: Distill) -> bool:
@@ -106,7 +106,7 @@ def build_student(teacher: nn.Module, cfg: Distill) -> ODEViT:
         teacher, num_steps=cfg.num_steps, mlp_ratio=cfg.mlp_ratio, copy=copy,
         freeze=[k for k in cfg.freeze if k in copy], solver=cfg.solver, norm=cfg.norm, reg_tokens=cfg.reg_tokens,
         pos_embed_reg=cfg.pos_embed_reg, spectral_init_qkv=cfg.spectral_init_qkv, attn_drop=cfg.dropout,
-        proj_drop=cfg.dropout, mlp_drop=cfg.dropout,
+        proj_drop=cfg.dropout, mlp_drop=cfg.dropout, attn_maps_after_dropout=cfg.attn_maps_after_dropout,
     )
 
 
@@ -164,7 +164,7 @@ def teacher_distances(teacher: nn.Module, loader: data.Loader, batches: int, tok
 
 def schedule(distances: Sequence[float], cfg: Distill) -> List[int]:
     """c_1..c_L of the distill config for the teacher distances d_1..d_L."""
-    return checkpoint_indices(distances, cfg.num_steps, cfg.tau, cfg.schedule)
+    return checkpoint_indices(distances, cfg.num_steps, cfg.tau, cfg.schedule, cfg.schedule_points)
 
 
 def params_m(model: nn.Module, trainable: bool = False) -> float:

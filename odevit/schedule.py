@@ -4,6 +4,10 @@
     w   = softmax(d / tau);  n_l = round(w_l * N);  c = cumsum(n);  c_L := N
 
 Big teacher updates get more ODE time. Rounding is half-to-even (torch.round), as in the published code.
+The published code multiplies by its N+1 grid points instead of the N steps (`points='grid_points'`:
+n_l = round(w_l (N+1)), models/ode_transformer_gpt.py ~l.480-486 at b41824d); with the published distances and
+tau 30 the two rules differ at 33 of N = 12..100 (e.g. N = 24). Indices past N, which the published code would use
+(an IndexError there), are clamped to N here under both rules.
 
 The paper's rule can give two teacher layers the same step (e.g. d = [100, 1, 1, 1], tau = 5, N = 8 gives
 c = [8, 8, 8, 8]): the student is then asked to be at h_1 and h_4 at once. That case warns (`DegenerateSchedule`);
@@ -18,13 +22,15 @@ from typing import Iterable, List, Sequence
 import torch
 
 MODES = ("softmax", "softmax_min1", "uniform")
+POINTS = ("steps", "grid_points")  # the multiplier of w in mode 'softmax': N (ours) or N + 1 (published code)
 
 
 class DegenerateSchedule(UserWarning):
     """Two or more teacher layers were mapped to the same solver step."""
 
 
-def checkpoint_indices(distances: Sequence[float], num_steps: int, tau: float = 30.0, mode: str = "softmax") -> List[int]:
+def checkpoint_indices(distances: Sequence[float], num_steps: int, tau: float = 30.0, mode: str = "softmax",
+                       points: str = "steps") -> List[int]:
     """Indices c_1..c_L into the N+1 states (0 = X(0)), non-decreasing, c_L = N.
 
     Args:
@@ -32,11 +38,17 @@ def checkpoint_indices(distances: Sequence[float], num_steps: int, tau: float = 
         num_steps: N, the solver steps; must be >= L.
         tau: softmax temperature (> 0).
         mode: 'softmax' (paper), 'softmax_min1' (every layer >= 1 step) or 'uniform' (c_l = round(l N / L)).
+        points: 'steps' (n_l = round(w_l N), ours) or 'grid_points' (n_l = round(w_l (N + 1)), the published code;
+            mode 'softmax' only).
     Warns (DegenerateSchedule) when two layers share a step.
     """
     L = len(distances)
     if L < 1:
         raise ValueError("distances: need at least one teacher layer")
+    if points not in POINTS:
+        raise ValueError(f"schedule_points: '{points}' is not one of {list(POINTS)}")
+    if points == "grid_points" and mode != "softmax":
+        raise ValueError(f"schedule_points: 'grid_points' applies to schedule 'softmax' only (got '{mode}')")
     if num_steps < L:
         raise ValueError(f"num_steps: {num_steps} is fewer than the {L} teacher checkpoints")
     if mode == "uniform":
@@ -46,7 +58,7 @@ def checkpoint_indices(distances: Sequence[float], num_steps: int, tau: float = 
             raise ValueError(f"tau: {tau} must be > 0")
         w = torch.softmax(torch.as_tensor(distances, dtype=torch.float64) / tau, dim=0)
         if mode == "softmax":
-            n = torch.round(w * num_steps)
+            n = torch.round(w * (num_steps + 1 if points == "grid_points" else num_steps))
         else:  # one step each, the other N - L shared by largest remainder: sum n = N exactly
             share = w * (num_steps - L)
             n = torch.floor(share)

@@ -60,7 +60,8 @@ def preset_overrides(path: str, epochs: int) -> Dict[str, Any]:
 # what a recipe preset may switch; scale keys (epochs, lr, num_steps, mlp_ratio, reg_tokens, ...) stay the run's
 SWITCH_KEYS = ("solver", "norm", "spectral_init_qkv", "dropout", "jasmin_weight", "jasmin_k", "jasmin_detach",
                "mse_weight", "mse_tokens", "ce_weight", "ce_from_epoch", "unfreeze_head_at", "attn_l1_weight",
-               "head_norm", "freeze", "label_smoothing", "cycles", "warmup", "tau", "schedule", "distance_tokens")
+               "head_norm", "freeze", "label_smoothing", "cycles", "warmup", "tau", "schedule", "distance_tokens",
+               "schedule_points", "jasmin_maps_from", "attn_maps_after_dropout")
 
 
 def cell_config(distill: Distill, study: Study, name: str) -> Tuple[Distill, bool]:

@@ -1,10 +1,12 @@
-"""JaSMin and trajectory MSE against hand-computed values; checkpoint schedule against the published indices."""
+"""JaSMin and trajectory MSE against hand-computed values; checkpoint schedule against the published indices; the
+published-code switches (JaSMin map count, schedule multiplier, maps after dropout) against ours on known cases; the
+label-free default objective never reads the labels."""
 import math
 
 import pytest
 import torch
 
-from odevit.losses import EPS, attention_l1, jasmin, jasmin_rows, topk_correct, trajectory_mse
+from odevit.losses import EPS, attention_l1, jasmin, jasmin_map_count, jasmin_rows, topk_correct, trajectory_mse
 from odevit.schedule import checkpoint_indices, layer_distances
 
 PUBLISHED_D = [19.99450625, 12.949505, 5.35348687, 4.86699219, 4.81463781, 4.52093875, 5.21054063, 5.69734125,
@@ -14,6 +16,28 @@ PUBLISHED_D = [19.99450625, 12.949505, 5.35348687, 4.86699219, 4.81463781, 4.520
 def test_published_checkpoints():
     assert checkpoint_indices(PUBLISHED_D, num_steps=35, tau=30) == [3, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 35]
     assert checkpoint_indices(PUBLISHED_D, num_steps=23, tau=30) == [2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 23]
+
+
+# N where the published multiplier N + 1 ("grid_points") gives other checkpoints than ours (N) for the published
+# distances at tau 30, over N = 12..100 (33 of 89; the authors' code and ours agree at N = 23 and 35)
+GRID_POINTS_DIFFER = [15, 19, 24, 25, 26, 32, 36, 40, 41, 42, 43, 46, 57, 58, 59, 60, 67, 72, 73, 74, 75, 76, 77, 78,
+                      85, 88, 89, 90, 92, 93, 94, 95, 98]
+
+
+def test_schedule_points_published_multiplier():
+    # N = 24: w * 24 rounds the 9th-11th layers' 1.455, 1.451, 1.471 down to 1; w * 25 gives 1.515, 1.511, 1.532 -> 2
+    assert checkpoint_indices(PUBLISHED_D, num_steps=24, tau=30) == [2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 24]
+    assert checkpoint_indices(PUBLISHED_D, num_steps=24, tau=30, points="grid_points") == \
+        [2, 4, 5, 6, 7, 8, 9, 10, 12, 14, 16, 24]
+    for n in (23, 35):  # where the numerical cross-check found the two codes equal
+        assert checkpoint_indices(PUBLISHED_D, n, 30, points="grid_points") == checkpoint_indices(PUBLISHED_D, n, 30)
+    differ = [n for n in range(12, 101)
+              if checkpoint_indices(PUBLISHED_D, n, 30, points="grid_points") != checkpoint_indices(PUBLISHED_D, n, 30)]
+    assert differ == GRID_POINTS_DIFFER
+    with pytest.raises(ValueError, match="schedule_points: 'grid_points' applies to schedule 'softmax' only"):
+        checkpoint_indices(PUBLISHED_D, 35, 30, mode="uniform", points="grid_points")
+    with pytest.raises(ValueError, match="schedule_points: 'grid' is not one of"):
+        checkpoint_indices(PUBLISHED_D, 35, 30, points="grid")
 
 
 def test_uniform_checkpoints_and_errors():
@@ -72,6 +96,26 @@ def test_jasmin_reduction_max_rows_mean_heads_last_steps():
     assert jasmin([a_first, a_last], k=1, last_frac=0.5).item() == pytest.approx(max(rows), abs=1e-5)
 
 
+def test_jasmin_map_count_published_vs_ours():
+    assert (jasmin_map_count(35), jasmin_map_count(35, maps_from="grid_points")) == (29, 30)
+    assert (jasmin_map_count(12), jasmin_map_count(12, maps_from="grid_points")) == (10, 11)
+    assert jasmin_map_count(1) == jasmin_map_count(1, maps_from="grid_points") == 1
+    # the reference's count: the two rules differ for 50 of N = 1..60
+    assert sum(jasmin_map_count(n) != jasmin_map_count(n, maps_from="grid_points") for n in range(1, 61)) == 50
+    with pytest.raises(ValueError, match="jasmin_maps_from: 'grid' is not one of"):
+        jasmin_map_count(12, maps_from="grid")
+
+
+def test_jasmin_averages_the_published_number_of_maps():
+    # N = 12 maps: the first two have the row (0.9, 0.1) (g_1 = 0.9 (1 - 0.9 + 0.1) = 0.18), the others (0.5, 0.5)
+    # (g_1 = 0.5). Ours averages the last 10 (all uniform), the published code the last 11 (one 0.18 map).
+    sharp, flat = torch.tensor([[[[0.9, 0.1]]]]), torch.full((1, 1, 1, 2), 0.5)
+    maps = [sharp, sharp] + [flat] * 10
+    assert jasmin(maps, k=1).item() == pytest.approx(math.log(0.5), abs=1e-6)
+    assert jasmin(maps, k=1, maps_from="grid_points").item() == pytest.approx(
+        (math.log(0.18) + 10 * math.log(0.5)) / 11, abs=1e-6)
+
+
 def test_jasmin_gradient_flows_unless_detached():
     logits = torch.randn(2, 3, 5, 5, requires_grad=True)
     jasmin([logits.softmax(-1)], k=2).backward()
@@ -127,3 +171,90 @@ def test_cached_teacher_states_give_the_same_loss():
         a, _ = live(s, x, y, 0, idx)
         b, _ = cached(s, x, y, 0, idx)
         torch.testing.assert_close(a, b)
+
+
+def _attention_pair(p: float):
+    from odevit.layers import Attention
+
+    torch.manual_seed(0)
+    ours = Attention(8, 2, attn_drop=p)
+    published = Attention(8, 2, attn_drop=p, maps_after_dropout=True)
+    published.load_state_dict(ours.state_dict())
+    return ours, published
+
+
+def test_attention_maps_after_dropout_are_the_dropped_maps():
+    """Train mode, dropout 0.5: the switch returns exactly the maps that multiplied V (zeros where dropped, the rest
+    x 1/(1-p)), as nn.MultiheadAttention does; the attention output is the same under both rules (same RNG)."""
+    p = 0.5
+    ours, published = _attention_pair(p)
+    x = torch.randn(3, 6, 8)
+    torch.manual_seed(1)
+    out_o, maps_o = ours(x, need_weights=True)
+    torch.manual_seed(1)
+    out_p, maps_p = published(x, need_weights=True)
+    torch.testing.assert_close(out_p, out_o)
+    torch.testing.assert_close(maps_o.sum(-1), torch.ones(3, 2, 6))  # ours: softmax rows, before dropout
+    kept = maps_p != 0
+    assert 0.3 < 1 - kept.float().mean().item() < 0.7  # about half dropped
+    torch.testing.assert_close(maps_p, maps_o * kept / (1 - p))
+    # the returned maps are the ones the output was computed with
+    q, k, v = published.qkv(x).reshape(3, 6, 3, 2, 4).permute(2, 0, 3, 1, 4).unbind(0)
+    torch.testing.assert_close(out_p, published.proj((maps_p @ v).transpose(1, 2).reshape(3, 6, 8)))
+    ours.eval(), published.eval()  # eval mode: no dropout, the same maps
+    torch.testing.assert_close(published(x, need_weights=True)[1], ours(x, need_weights=True)[1])
+
+
+def test_attention_maps_after_dropout_change_nothing_at_dropout_0():
+    from odevit import ODEViT
+
+    kw = dict(img_size=8, patch_size=4, in_chans=1, num_classes=3, embed_dim=8, num_heads=2, num_steps=4)
+    torch.manual_seed(0)
+    ours = ODEViT(**kw).train()
+    published = ODEViT(**kw, attn_maps_after_dropout=True).train()
+    published.load_state_dict(ours.state_dict())
+    assert published.field.attn.maps_after_dropout and not ours.field.attn.maps_after_dropout
+    x = torch.randn(2, 1, 8, 8)
+    a, b = ours.forward_trajectory(x, return_attn=True), published.forward_trajectory(x, return_attn=True)
+    for m, n in zip(a["attn"], b["attn"]):
+        torch.testing.assert_close(m, n, rtol=0, atol=0)
+    torch.testing.assert_close(a["logits"], b["logits"], rtol=0, atol=0)
+
+
+def _tiny_teacher():
+    import timm
+
+    torch.manual_seed(0)
+    return timm.create_model("vit_tiny_patch16_224", img_size=8, patch_size=4, in_chans=1, embed_dim=16, depth=2,
+                             num_heads=2, num_classes=3).eval()
+
+
+def test_label_free_default_never_reads_labels_and_the_frozen_teacher_head_classifies():
+    """The default distill block (ce_weight 0, the paper's MSE + JaSMin): permuted labels give the same loss and the
+    same gradients; the head and its norm are the teacher's, frozen. With ce_weight 1 the labels matter."""
+    from odevit import config, pipeline
+
+    t = _tiny_teacher()
+    cfg = config.parse("distill", dict(num_steps=4))
+    assert cfg.ce_weight == 0.0
+    torch.manual_seed(1)
+    s = pipeline.build_student(t, cfg)
+    assert not any(p.requires_grad for p in s.head.parameters()) and not any(p.requires_grad for p in s.norm.parameters())
+    torch.testing.assert_close(s.head.weight, t.head.weight)
+    x, y = torch.randn(4, 1, 8, 8), torch.tensor([0, 1, 2, 0])
+    out = s.forward_trajectory(x)
+    torch.testing.assert_close(out["logits"], t.head(t.norm(out["states"][-1][:, 0])))  # the teacher's head and norm
+
+    def loss_and_grads(c, labels):
+        s.zero_grad()
+        loss, parts = pipeline.distill_objective(t, [2, 4], c)(s, x, labels, 0)
+        loss.backward()
+        return loss.item(), parts, [p.grad.clone() for p in s.parameters() if p.requires_grad]
+
+    l1, parts, g1 = loss_and_grads(cfg, y)
+    l2, _, g2 = loss_and_grads(cfg, y.flip(0))
+    assert "ce" not in parts and set(parts) == {"mse", "jasmin"} and l1 == l2
+    for a, b in zip(g1, g2):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    ce = config.merged(cfg, ce_weight=1.0)
+    assert loss_and_grads(ce, y)[0] != loss_and_grads(ce, y.flip(0))[0]

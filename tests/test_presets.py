@@ -71,3 +71,49 @@ def test_paper_preset_runs_at_its_shapes(preset, tmp_path, monkeypatch):
             assert len(m["checkpoints"]) == 12 and m["checkpoints"][-1] == d.num_steps
     print(f"\n{preset}: wall s per stage (CPU, batch 2, 1 step + evaluation): "
           + ", ".join(f"{k} {v:.1f}" for k, v in times.items()))
+
+
+def _cells(epochs: int = 3):
+    """Every study cell's distill config, from the repository's params.yaml with distill.epochs = `epochs`."""
+    import dataclasses
+
+    cfg = config.check_stage("cell", str(ROOT / "params.yaml"))
+    d = dataclasses.replace(cfg["distill"], epochs=epochs)
+    return {name: dataclasses.asdict(study.cell_config(d, cfg["study"], name)[0]) for name in cfg["study"].cells}
+
+
+def _differ(a: dict, b: dict) -> set:
+    return {k for k in a if a[k] != b[k]}
+
+
+def test_reference_is_label_free_and_the_curriculum_cells_isolate_one_difference_each(monkeypatch):
+    """ref = the paper's MSE + JaSMin (CE weight 0); ce adds CE from epoch 0; pub_curriculum differs from ce only in
+    the CE/head timing (rescaled 200/300 of the run's epochs); published differs from pub_curriculum only in the
+    other published switches."""
+    monkeypatch.chdir(ROOT)  # cell presets are paths relative to the repository root
+    c = _cells(epochs=3)
+    assert c["ref"]["ce_weight"] == 0.0 and c["ref"]["unfreeze_head_at"] == -1 and "head" in c["ref"]["freeze"]
+    assert _differ(c["ce"], c["ref"]) == {"ce_weight"} and c["ce"]["ce_weight"] == 1.0
+    assert _differ(c["pub_curriculum"], c["ce"]) == {"ce_from_epoch", "unfreeze_head_at"}
+    assert c["pub_curriculum"]["ce_from_epoch"] == c["pub_curriculum"]["unfreeze_head_at"] == 2  # round(200/300 * 3)
+    assert _differ(c["published"], c["pub_curriculum"]) == {
+        "solver", "jasmin_detach", "jasmin_maps_from", "schedule_points", "attn_maps_after_dropout",
+        "spectral_init_qkv", "head_norm", "freeze", "attn_l1_weight", "mse_weight", "label_smoothing", "dropout",
+        "cycles"}
+    assert c["published"]["ce_weight"] == 1.0  # the published recipe still gets CE, with its curriculum
+    assert study.preset_overrides(str(ROOT / "presets/published_curriculum.yaml"), 300) == {
+        "ce_weight": 1.0, "ce_from_epoch": 200, "unfreeze_head_at": 200}
+
+
+def test_published_preset_sets_the_three_training_switches():
+    block = yaml.safe_load((ROOT / "presets" / "published_code.yaml").read_text())["distill"]
+    assert (block["jasmin_maps_from"], block["schedule_points"], block["attn_maps_after_dropout"]) == \
+        ("grid_points", "grid_points", True)
+    assert all(k in study.SWITCH_KEYS for k in block if k != "epochs"), [k for k in block if k not in study.SWITCH_KEYS]
+    defaults = config.parse("distill", {})
+    assert (defaults.jasmin_maps_from, defaults.schedule_points, defaults.attn_maps_after_dropout) == \
+        ("steps", "steps", False)  # our rules are the default
+    with pytest.raises(config.ConfigError, match="distill.schedule_points = 'grid_points' needs distill.schedule"):
+        config.parse("distill", {"schedule_points": "grid_points", "schedule": "uniform"})
+    with pytest.raises(config.ConfigError, match=r"distill.jasmin_maps_from = 'grid' is not one of"):
+        config.parse("distill", {"jasmin_maps_from": "grid"})
