@@ -139,8 +139,8 @@ class Distill(Optim, ODE):
     head_norm: bool = True  # paper: teacher's final norm (frozen) before the head; False = published raw CLS
     freeze: List[str] = field(default_factory=lambda: ["patch_embed", "cls_token", "norm", "head"])
     unfreeze_head_at: int = -1  # epoch at which the head becomes trainable (-1 = never)
-    jasmin_maps_from: str = "steps"  # JaSMin averages floor(.85 N) maps (ours) | 'grid_points': int(.85 (N+1)) (published)
-    attn_maps_after_dropout: bool = False  # True = JaSMin / attention-L1 see the maps after attention dropout (published)
+    jasmin_maps_from: str = "steps"  # JaSMin over the last floor(.85 N) maps | 'grid_points': int(.85 (N+1)) (published)
+    attn_maps_after_dropout: bool = False  # True = JaSMin / attention-L1 see the maps after dropout (published)
 
 
 @dataclass
