@@ -193,7 +193,7 @@ def claims(results: str = "results", reference: str = "ref", margin_pts: float =
                           ("compression_encoder", t["encoder_params"],
                            ref.encoder_params.astype(float) if len(ref) else None)]:
         v = [] if den is None else list(num / den)
-        e = stats.estimate(v, "fact")
+        e = stats.estimate(v, paper.claim(cid).direction)
         rows.append(_row(cid, e, f"{reference}: {cell_files.format(reference)}; {results}/02_teacher/metrics.json",
                          budget(cells, [reference]), f"teacher {num:g} / student "
                          + (f"{den.iloc[0]:g}" if den is not None else "missing")))
@@ -222,13 +222,14 @@ def claims(results: str = "results", reference: str = "ref", margin_pts: float =
     p1 = dyn.get("prop1", {})
     fr = [v.get("fraction_within", math.nan) for v in p1.values()]
     tight = [v.get("tightness_min", math.nan) for v in p1.values()]
-    e = {**stats.estimate(fr, "fact"), "direction": "bound"}
+    e = {"n": len(fr), "mean": float(np.min(fr)) if fr else math.nan, "std": math.nan, "ci_low": math.nan,
+         "ci_high": math.nan}
     row = _row("prop1_bound", e, f"{dyn_path}: prop1", budget(cells, [reference]),
                "; ".join(f"{s}: within {v.get('fraction_within', math.nan):.3f}, tightness min "
                          f"{v.get('tightness_min', math.nan):.3g} / median {v.get('tightness_median', math.nan):.3g}, "
                          f"L_max {v.get('L_max', math.nan):.3g}; with L = {v.get('paper_L', math.nan):g}: within "
                          f"{v.get('fraction_within_paper_L', math.nan):.3f}" for s, v in p1.items()))
-    row.update(ours_mean=float(np.min(fr)) if fr else math.nan, verdict=stats.bound_verdict(fr, tight))
+    row["verdict"] = stats.bound_verdict(fr, tight)
     rows.append(row)
     family = [i for i, r in enumerate(rows) if paper.claim(r["claim"]).family]
     for i, h in zip(family, stats.holm([rows[i]["p_vs_null"] for i in family])):
@@ -240,23 +241,21 @@ def claims(results: str = "results", reference: str = "ref", margin_pts: float =
     return pd.DataFrame(rows, columns=CLAIM_COLUMNS)
 
 
-COUNTED = (stats.SUPPORTS, stats.CONTRADICTS, stats.INCONCLUSIVE)
-
-
 def verdict_counts(claims_: pd.DataFrame) -> Dict[str, int]:
-    """How many rows carry each verdict ("inconclusive" for inconclusive at this budget), every verdict present."""
+    """How many rows carry each verdict: supports, contradicts, inconclusive (at this budget) first, always present,
+    then the rows counted apart (fact, not a claim, not measured, holds, vacuous) where any."""
     counts = claims_.verdict.value_counts().to_dict()
-    out = {"supports": counts.pop(stats.SUPPORTS, 0), "contradicts": counts.pop(stats.CONTRADICTS, 0),
-           "inconclusive": counts.pop(stats.INCONCLUSIVE, 0)}
+    out = {key: int(counts.pop(v, 0)) for v, key in stats.COUNTED.items()}
     return {**out, **{k: int(v) for k, v in counts.items()}}
 
 
 def summary_line(claims_: pd.DataFrame) -> str:
-    """ "supports k · contradicts m · inconclusive n", then the rows counted apart (facts, not a claim, ...)."""
+    """ "supports k · contradicts m · inconclusive n", then the rows counted apart."""
     c = verdict_counts(claims_)
-    head = " · ".join(f"{k} {c[k]}" for k in ("supports", "contradicts", "inconclusive"))
-    rest = {k: v for k, v in c.items() if k not in ("supports", "contradicts", "inconclusive")}
+    head = " · ".join(f"{k} {c[k]}" for k in stats.COUNTED.values())
+    rest = {k: v for k, v in c.items() if k not in stats.COUNTED.values()}
     return head + (" (apart: " + ", ".join(f"{k} {v}" for k, v in rest.items()) + ")" if rest else "")
+
 
 def dynamics_summary(dyn: dict) -> pd.DataFrame:
     """One row per measured quantity of 06_dynamics (its metrics.json)."""

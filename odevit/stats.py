@@ -80,6 +80,7 @@ SUPPORTS, CONTRADICTS, INCONCLUSIVE = "supports", "contradicts", "inconclusive a
 VACUOUS, FACT, NOT_A_CLAIM, NOT_MEASURED = "holds, vacuous", "fact", "not a claim", "not measured"
 DIRECTIONS = ("greater", "less", "equivalent", "none", "fact")
 ALPHA = 0.05
+COUNTED = {SUPPORTS: "supports", CONTRADICTS: "contradicts", INCONCLUSIVE: "inconclusive"}  # the summary's counts
 VACUOUS_RATIO = 10.0  # a bound >= 10x the measured error everywhere "holds, vacuous"
 
 
