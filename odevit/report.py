@@ -295,3 +295,111 @@ def write_text(text: str, path: str) -> None:
 def figures(results: str = "results") -> List[str]:
     """Every PNG the stages wrote, in stage order (the report's own excluded)."""
     return sorted(p for p in glob.glob(f"{results}/*/*.png") if "/07_report/" not in p)
+
+
+VERDICT_COLORS = {stats.SUPPORTS: "#1a9850", stats.CONTRADICTS: "#d73027", stats.INCONCLUSIVE: "#7f7f7f",
+                  stats.VACUOUS: "#fdae61", stats.FACT: "#000000", stats.NOT_A_CLAIM: "#4575b4",
+                  stats.NOT_MEASURED: "#d9d9d9"}
+
+
+def ablations(cells: pd.DataFrame, reference: str = "ref") -> pd.DataFrame:
+    """`comparisons` (reference − cell, raw 95 % interval) with, per cell, the claim it tests (paper.CLAIMS), the
+    direction the paper predicts, the Holm-adjusted p of the ablation family beside the raw p, and the verdict."""
+    table = comparisons(cells, reference)
+    by_cell = {b: cid for cid, a, b in PAIRS if a == "ref"}
+    table["claim"] = table.cell.map(by_cell).fillna("")
+    table["direction"] = [paper.claim(c).direction if c else "none" for c in table.claim]
+    fam = [bool(c) and paper.claim(c).family for c in table.claim]
+    table["holm_p"] = math.nan
+    table.loc[fam, "holm_p"] = stats.holm(table.loc[fam, "p_vs_null"].to_numpy())
+    verdicts = []
+    for r in table.itertuples():
+        e = {"direction": r.direction, "n": r.seeds, "ci_low": r.ci_low, "ci_high": r.ci_high, "null": 0.0}
+        verdicts.append(stats.verdict(e, None if math.isnan(r.holm_p) else r.holm_p))
+    table["verdict"] = verdicts
+    return table
+
+
+def ablation_figure(table: pd.DataFrame, reference: str = "ref", title: str = ""):
+    """reference − cell (Acc@1 pt) with its raw 95 % interval per cell, coloured by verdict; each row says which side
+    the paper predicts and carries the Holm-adjusted p of the family."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(11, 0.45 * len(table) + 2.2))
+    for i, r in enumerate(table.itertuples()):
+        col = VERDICT_COLORS.get(r.verdict, "k")
+        ax.errorbar(r.diff_mean, i, xerr=[[r.diff_mean - r.ci_low], [r.ci_high - r.diff_mean]], fmt="o", color=col,
+                    capsize=3)
+        side = {"greater": "paper: > 0", "less": "paper: < 0"}.get(r.direction, "no prediction")
+        holm = "" if math.isnan(r.holm_p) else f", Holm p {r.holm_p:.3f}"
+        ax.annotate(f"{r.diff_mean:+.2f} pt ({side}{holm})", (1.0, i), xycoords=("axes fraction", "data"),
+                    xytext=(4, 0), textcoords="offset points", va="center", fontsize=8, color=col)
+    ax.axvline(0, color="k", lw=0.8, ls="--")
+    ax.set_yticks(range(len(table)), table.cell)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"Acc@1 {reference} − cell (pt), mean and 95% CI\n> 0: {reference} (the paper's choice) better")
+    handles = [plt.Line2D([], [], marker="o", ls="", color=VERDICT_COLORS[v], label=v) for v in
+               dict.fromkeys(table.verdict) if v in VERDICT_COLORS]
+    ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0, 1.01), ncol=len(handles), fontsize=8,
+              frameon=False)
+    fig.suptitle(f"Ablations vs the reference: {title}", fontsize=10)
+    fig.subplots_adjust(left=0.12, right=0.62, top=1 - 1.1 / fig.get_figheight(), bottom=1.0 / fig.get_figheight())
+    return fig
+
+
+def budget_title(results: str = "results", reference: str = "ref") -> str:
+    """ "n seeds; T train images x E epochs per cell; test images" line for the figures' titles."""
+    from .study import collect
+
+    ref = collect(results)
+    ref = ref[ref.cell == reference]
+    return (f"{ref.seed.nunique()} seeds (paired), {_unique(ref, 'train_images')} train images × "
+            f"{_unique(ref, 'epochs')} epochs per cell")
+
+
+def claims_figure(claims_: pd.DataFrame, title: str = ""):
+    """Ours (mean and 95 % interval over the seeds) against the paper's own number (diamond) for every claim, one
+    panel per unit, coloured by verdict; the null (dashed tick) and the equivalence margin (band) per row."""
+    import matplotlib.pyplot as plt
+
+    c = claims_[claims_.ours_mean.notna()].reset_index(drop=True)
+    units = list(dict.fromkeys(c.unit))
+    main = max(units, key=lambda u: (c.unit == u).sum())
+    rest = [u for u in units if u != main]
+    n_main, n_rest = (c.unit == main).sum(), sum((c.unit == u).sum() for u in rest)
+    fig = plt.figure(figsize=(15, 0.42 * max(n_main, n_rest + 1.2 * len(rest)) + 2.2))
+    gs = fig.add_gridspec(max(len(rest), 1), 2, width_ratios=(1.1, 1),
+                          height_ratios=[(c.unit == u).sum() + 1 for u in rest] or [1])
+    axes = {main: fig.add_subplot(gs[:, 0])}
+    for i, u in enumerate(rest):
+        axes[u] = fig.add_subplot(gs[i, 1])
+    for u, ax in axes.items():
+        g = c[c.unit == u].reset_index(drop=True)
+        for i, r in g.iterrows():
+            col = VERDICT_COLORS.get(r.verdict, "k")
+            lo, hi = r.ci_low, r.ci_high
+            xerr = None if math.isnan(lo) else [[r.ours_mean - lo], [hi - r.ours_mean]]
+            ax.errorbar(r.ours_mean, i, xerr=xerr, fmt="o", color=col, capsize=3, ms=6)
+            if not math.isnan(r.paper_value):
+                ax.plot(r.paper_value, i, marker="D", ms=7, mfc="none", mec="k", ls="")
+            if not math.isnan(r.null):
+                ax.plot([r.null, r.null], [i - 0.35, i + 0.35], color="k", ls="--", lw=0.9)
+            if not math.isnan(r.margin):
+                ax.fill_betweenx([i - 0.3, i + 0.3], r.null - r.margin, r.null + r.margin, color="#1a9850", alpha=0.12)
+        ax.set_yticks(range(len(g)), g.claim, fontsize=8)
+        ax.set_ylim(len(g) - 0.5, -0.5)
+        ax.set_xlabel({"pt": "Acc@1 difference (pt)", "%": "difference (% of the free model's Acc@1)",
+                       "ratio": "Acc@1 student / teacher", "x": "parameter ratio teacher / student",
+                       "r": "correlation r", "exponent": "mean CLS exponent difference",
+                       "fraction": "fraction of (image, step) within the bound"}.get(u, u), fontsize=8)
+        ax.tick_params(axis="x", labelsize=8)
+    handles = [plt.Line2D([], [], marker="o", ls="", color=VERDICT_COLORS[v], label=v)
+               for v in dict.fromkeys(c.verdict) if v in VERDICT_COLORS]
+    handles += [plt.Line2D([], [], marker="D", ls="", mfc="none", mec="k", label="the paper's value"),
+                plt.Line2D([], [], ls="--", color="k", label="null"),
+                plt.Rectangle((0, 0), 1, 1, color="#1a9850", alpha=0.12, label="equivalence margin")]
+    fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=8, frameon=False,
+               bbox_to_anchor=(0.5, 0.965))
+    fig.suptitle(f"Claims of the paper: ours (mean, 95% CI) vs the paper's value. {title}", fontsize=10, y=0.995)
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    return fig
