@@ -178,3 +178,67 @@ def registry() -> pd.DataFrame:
     return pd.DataFrame([{"claim": c.id, "statement": c.statement, "source": c.source, "direction": c.direction,
                           "statistic": c.statistic, "unit": c.unit, "paper_value": c.value, "arithmetic": c.arithmetic}
                          for c in CLAIMS.values()])
+
+
+HEADER = """# The paper's numbers and claims, with verifiable sources
+
+ODE-ViT (Boned Riera, Romero Sánchez, Ramos Terrades; arXiv 2511.16501v1, Nov 2025); official code
+github.com/Bycarkos/ODE-ViT (README and code read at b41824d). Generated from `odevit/paper.py`
+(`python -m odevit.paper`; tests/test_stats.py checks this file equals it). The report's claims table
+(`results/07_report/claims.csv`) reads its `paper` column from the same registry.
+
+**What can be checked.** The paper's body (its sections, tables, equations) was not available to us. A reader can
+check: the **abstract** and the **Fig. 1 caption** (arxiv.org/abs/2511.16501), the **summary (sciencestack TL;DR)**
+(sciencestack.ai/paper/2511.16501, AI-written), and the authors' repository: the **authors' README table**, the
+**authors' code** (file named where it matters) and the **authors' Lyapunov data files** (`lyapunov_results/`).
+No section number is cited, because none can be checked.
+
+Quoted from the abstract: the ODE system "satisfies the conditions for well-posed and stable dynamics"; ODE-ViT is
+"stable, interpretable, and competitive … with up to one order of magnitude fewer parameters"; the teacher–student
+framework "improves performance by more than 10% compared to training a free ODE-ViT from scratch". Quoted from the
+summary (sciencestack TL;DR): "enforce local Lipschitz continuity and use center normalization", "Lie–Trotter based
+decomposition splits the attention block into learnable subflows", "MSE and JaSMin losses", "robustness to step
+count". Proposition 1 (an Euler error bound) is named by the summaries; its statement is reconstructed from the
+authors' code (`compute_upper_bound_by_fininte_difference`, L = 1/2): ||X_N − X(1)|| <= (e^L − 1)/(2 L N) ·
+sup ||X''||.
+"""
+
+TABLE_NOTE = """
+Acc@k: top-k accuracy on the test split (the authors' code selects the checkpoint on it). "Small" = MLP ratio 1
+(3.8M), "Base" = MLP ratio 4 (7M), both counted as total trainable parameters. The Small rows and the CIFAR-10 /
+ImageNet-100 Base rows are label-free (MSE + JaSMin); only the CIFAR-100 Base row adds CE.
+"""
+
+LYAPUNOV_NOTE = f"""
+## Authors' Lyapunov data files
+
+Mean CLS finite-time Lyapunov exponent over the 10,000 CIFAR-100 test images of the two files the authors ship:
+with JaSMin ("…1-Attention_L1") {LYAPUNOV_C100['jasmin']}, without ("…NO_JASMIN_add_supervision_at_the_end")
+{LYAPUNOV_C100['no_jasmin']}. The two runs also differ in CE supervision: not a clean ablation.
+"""
+
+
+def markdown() -> str:
+    """docs/paper.md: the README table, the claim registry (source, predicted direction, the paper's number and its
+    arithmetic), the Lyapunov files' numbers."""
+    t = TABLE.astype(object).where(TABLE.notna(), "–")
+    reg = pd.DataFrame([{"claim": f"`{c.id}`", "the claim": c.statement, "source": c.source,
+                         "paper predicts": c.direction, "statistic (unit)": f"{c.statistic} ({c.unit})",
+                         "paper's value": "–" if c.value is None else f"{c.value:.4g}",
+                         "arithmetic": c.arithmetic or "–"} for c in CLAIMS.values()])
+    return (HEADER + "\n## Authors' README table\n\n" + t.to_markdown(index=False) + "\n" + TABLE_NOTE
+            + "\n## The claims the report tests\n\n"
+            "Direction: greater / less = the paper predicts our statistic above / below the null (0 for a "
+            "difference); equivalent = inside ± `study.equivalence_margin_pts` Acc@1 points of the null (for "
+            "retention: of the paper's ratio, the margin divided by the teacher's Acc@1); fact = a fixed quantity "
+            "(no test); bound = Proposition 1 (can fail: any error above the bound contradicts it; a bound >= 10x the "
+            "error everywhere holds, vacuous); none = not a claim of the paper.\n\n"
+            + reg.to_markdown(index=False) + "\n" + LYAPUNOV_NOTE)
+
+
+if __name__ == "__main__":
+    import os
+
+    os.makedirs("docs", exist_ok=True)
+    with open("docs/paper.md", "w") as f:
+        f.write(markdown())

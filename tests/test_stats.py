@@ -105,3 +105,24 @@ def test_finding_names_the_higher_side():
     assert stats.finding(stats.estimate([2.0, 2.5, 3.0], "none"), "ce", "pub") == "differs: ce higher"
     assert stats.finding(stats.estimate([-2.0, -2.5, -3.0], "none"), "ce", "pub") == "differs: pub higher"
     assert stats.finding(stats.estimate([1.0, -1.0, 0.5], "none"), "ce", "pub") == "no resolved difference"
+
+
+def test_paper_numbers_and_their_arithmetic():
+    from pathlib import Path
+
+    from odevit import paper
+
+    c = paper.CLAIMS
+    assert c["ts_minus_free"].value == pytest.approx(86.7 - 80.9) and "+7.8 pt" in c["ts_minus_free"].arithmetic
+    assert c["ts_ce_minus_free"].value == pytest.approx(72.1 - 57.9)
+    assert c["ts_ce_minus_free_rel"].value == pytest.approx(100 * (0.721 / 0.579 - 1), abs=1e-5)
+    assert c["retention"].value == pytest.approx(0.867 / 0.923, abs=1e-6) and c["retention"].direction == "equivalent"
+    assert c["r1_minus_r4"].value == pytest.approx(-1.8) and c["r1_minus_r4"].direction == "less"
+    assert c["compression_total"].value == pytest.approx(85 / 3.8, abs=1e-6)
+    assert c["jasmin_on_minus_off_lyapunov"].value == pytest.approx(0.2379 - 0.4045)
+    assert {k for k, v in c.items() if v.family} == {"lie_trotter_minus_parallel", "jasmin_on_minus_off", "r1_minus_r4",
+                                                     "centernorm_minus_layernorm", "softmax_minus_uniform_schedule",
+                                                     "qkv_spectral_minus_xavier"}
+    assert not any("§" in v.source or "§" in v.statement for v in c.values())  # no section number nobody can check
+    doc = Path(__file__).resolve().parents[1] / "docs" / "paper.md"
+    assert doc.read_text() == paper.markdown(), "python -m odevit.paper, then commit docs/paper.md"
