@@ -15,7 +15,7 @@ import pandas as pd
 README_TABLE = "authors' README table"
 ABSTRACT = "abstract"
 TLDR = "summary (sciencestack TL;DR)"
-LYAPUNOV_FILES = "authors' Lyapunov data files (lyapunov_results/)"
+LYAPUNOV_FILES = "authors' Lyapunov data files (lyapunov_results/, per-class lists)"
 CODE = "authors' code"
 
 # the authors' README results table (github.com/Bycarkos/ODE-ViT, README.md at b41824d); accuracies as fractions
@@ -86,8 +86,9 @@ class Claim:
 
     @property
     def paper(self) -> str:
-        """The `paper` column of claims.csv: the paper's number with its arithmetic, or what the source says."""
-        return f"{self.arithmetic} ({self.source})" if self.arithmetic else f"no number ({self.source})"
+        """The `paper` column of claims.csv: the paper's number with its arithmetic (its source is the `source`
+        column), or "no number"."""
+        return self.arithmetic or "no number"
 
 
 _ts_small_c10 = _diff_pt((SMALL, "cifar10"), (FREE, "cifar10"))
@@ -153,9 +154,9 @@ CLAIMS: Dict[str, Claim] = {c.id: c for c in [
           "curriculum vs every published-code switch", f"{CODE} (every switch)", "none",
           "Acc@1 pub_curriculum − published, paired by seed", "pt"),
     Claim("lyapunov_vs_correctness", "Higher CLS Lyapunov exponent goes with lower accuracy (per image)",
-          f"{LYAPUNOV_FILES}; Lyapunov figure", "less", "point-biserial r(exponent, correct) per seed", "r"),
+          LYAPUNOV_FILES, "less", "point-biserial r(exponent, correct) per seed", "r"),
     Claim("lyapunov_class_vs_accuracy", "Classes with higher mean exponent have lower Acc@1 (the unit of the "
-          "Lyapunov figure)", f"{LYAPUNOV_FILES}; Lyapunov figure", "less",
+          "Lyapunov figure)", LYAPUNOV_FILES, "less",
           "Pearson r(class mean exponent, class Acc@1) per seed", "r"),
     Claim("jasmin_on_minus_off_lyapunov", "JaSMin lowers the CLS exponents", LYAPUNOV_FILES, "less",
           "mean exponent ref − jasmin_off, paired by seed", "exponent", round(_lyap, 6),
