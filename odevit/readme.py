@@ -237,14 +237,20 @@ def cpu_study(root: str = ".") -> str:
     cells = pd.read_csv(path + ".csv")
     claims = pd.read_csv(os.path.join(root, EVIDENCE, "claims_cpu_20000x2.csv"))
     ref = cells[cells.cell == "ref"].acc1
-    resolved = claims[claims.resolved.astype(bool)].claim
+    if "verdict" in claims:  # a claims table with computed verdicts (report.claims since issue 20)
+        from .report import summary_line
+
+        told = f"has the verdicts **{summary_line(claims)}**."
+    else:  # an older one: intervals that exclude the null ("resolved"), no verdicts
+        resolved = claims[claims.resolved.astype(bool)].claim
+        told = (f"resolves {len(resolved)} of {len(claims)} rows (an interval that excludes the null, whichever side; "
+                "no verdicts): " + ", ".join(f"`{c}`" for c in resolved) + ".")
     return (f"`{meta['command']}` (via `python docs/evidence/cpu_study.py`, commit {meta['commit']}) took "
             f"**{meta['wall_s'] / 60:.0f} min** on {meta['machine']}, {meta['date']} (the teacher and data stages "
             f"from the default run's cache). The reference's seed spread there: std of Acc@1 "
             f"**{100 * ref.std():.2f} pt** over {len(ref)} seeds (mean {100 * ref.mean():.2f} %).\n\n"
             + _verdicts(cells) + "\n\n"
-            f"Its claims table (`docs/evidence/claims_cpu_20000x2.csv`) resolves {len(resolved)} of {len(claims)} "
-            "rows: " + ", ".join(f"`{c}`" for c in resolved) + ".")
+            f"Its claims table (`docs/evidence/claims_cpu_20000x2.csv`) {told}")
 
 
 def run_time(root: str = ".") -> str:
