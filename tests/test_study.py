@@ -205,3 +205,25 @@ def test_published_preset_sets_every_switch_and_rescales_its_curriculum():
     s = config.parse("study", {"cells": {"ref": {}, "published": {"preset": str(path)}}})
     cfg, free = study.cell_config(config.parse("distill", {"epochs": 2}), s, "published")
     assert not free and cfg.solver == "parallel" and cfg.jasmin_detach and not cfg.head_norm and cfg.epochs == 2
+
+
+def test_ablation_table_holm_over_the_family_and_figures(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    root = _results(tmp_path / "e", drop={"parallel": 1.0})
+    cells = study.collect(str(root))
+    t = report.ablations(cells, "ref").set_index("cell")
+    fam = t[t.claim.map(lambda c: bool(c) and report.paper.claim(c).family)]
+    assert sorted(fam.index) == sorted(FAMILY)
+    np.testing.assert_allclose(fam.holm_p, stats.holm(fam.p_vs_null))
+    assert math.isnan(t.loc["free", "holm_p"]) and t.loc["free", "verdict"] == stats.SUPPORTS
+    assert t.loc["layernorm", "verdict"] == stats.SUPPORTS and t.loc["ce", "verdict"] == stats.NOT_A_CLAIM
+    assert t.loc["parallel", "resolved"] and t.loc["parallel", "verdict"] == stats.INCONCLUSIVE  # Holm p >= 0.05
+    fig = report.ablation_figure(t.reset_index(), "ref", report.budget_title(str(root)))
+    assert "3 seeds (paired), 6000 train images × 2 epochs" in fig._suptitle.get_text()
+    c = report.claims(str(root))
+    fig = report.claims_figure(c, "x")
+    shown = c[c.ours_mean.notna()]
+    assert len(fig.axes) == shown.unit.nunique()  # one panel per unit
+    assert sum(len(ax.get_yticks()) for ax in fig.axes) == len(shown)  # every claim with an estimate is drawn
