@@ -158,6 +158,7 @@ class Study:
     reference: str = "ref"  # the cell every ablation is compared with
     robustness_steps: List[int] = field(default_factory=lambda: [1, 2, 4, 8, 16])
     robustness_test_limit: int = 2000  # test images for every cell's Acc@1-vs-N curve
+    equivalence_margin_pts: float = 1.0  # +- Acc@1 points of the equivalence (TOST) claims: robust, no loss (> 0)
 
 
 @dataclass
@@ -184,7 +185,8 @@ CHOICES = {
     "jasmin_maps_from": ["steps", "grid_points"], "weights": ["trained", "published"], "distance_tokens": ["cls", "all"], "mse_tokens": ["cls", "all"],
 }
 POSITIVE = {"lipschitz", "power_iters", "bound_samples", "num_steps", "epochs", "lr", "tau", "mlp_ratio", "batch_size", "eval_batch_size", "image_size", "patch_size",
-            "embed_dim", "num_heads", "depth", "channels", "distance_batches", "horizon", "jasmin_k", "cycles"}
+            "embed_dim", "num_heads", "depth", "channels", "distance_batches", "horizon", "jasmin_k", "cycles",
+            "equivalence_margin_pts"}
 
 
 def _check_type(block: str, key: str, value: Any, tp: Any) -> Any:

@@ -40,22 +40,34 @@ def _num(x: float, signed: bool = False) -> str:
     return f"{x:+.3g}" if signed else f"{x:.3g}"
 
 
-RATIOS = ("retention", "compression", "prop1_bound", "lyapunov_vs_correctness")
+def _ci(lo: float, hi: float, signed: bool) -> str:
+    return "–" if pd.isna(lo) else f"[{_num(lo, signed)}, {_num(hi, signed)}]"
 
 
 def claims_table(root: str = ".") -> str:
-    c = pd.read_csv(os.path.join(root, "results/07_report/claims.csv"))
-    rows = ["| claim | paper | ours (mean ± std) | seeds | 95 % CI | resolved |", "|---|---|---|---|---|---|"]
+    """The claims table (results/07_report/claims.csv): each claim, its source, the side the paper predicts, ours with
+    its interval, the paper's number and where it lies, the computed verdict; then the verdict counts."""
+    from .report import summary_line
+
+    c = pd.read_csv(os.path.join(root, "results/07_report/claims.csv"), keep_default_na=False,
+                    na_values=[""]).fillna({"vs_paper": "", "finding": ""})
+    rows = ["| claim | source | paper predicts | ours (mean ± std) | seeds | 95 % CI | paper | vs paper | verdict |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for r in c.itertuples():
-        signed = r.claim not in RATIOS
-        res = "**yes**" if r.resolved else "not resolved at this budget"
-        rows.append(f"| `{r.claim}` | {r.paper} | {_num(r.ours_mean, signed)} ± {r.ours_std:.2g} | {r.seeds} | "
-                    f"[{_num(r.diff_ci_low)}, {_num(r.diff_ci_high)}] | {res} |")
-    resolved = ", ".join(f"`{x}`" for x in c[c.resolved].claim)
+        signed = r.unit in ("pt", "%", "r", "exponent")
+        pred = {"greater": f"> {r.null:g}", "less": f"< {r.null:g}",
+                "equivalent": f"{r.null:.3g} ± {r.margin:.2g}"}.get(r.direction, r.direction)
+        ours = "–" if pd.isna(r.ours_mean) else _num(r.ours_mean, signed) + (
+            "" if pd.isna(r.ours_std) else f" ± {r.ours_std:.2g}")
+        holm = "" if pd.isna(r.holm_p) else f" (Holm p {r.holm_p:.3f})"
+        note = f"; {r.finding}" if r.direction == "none" and r.finding else ""
+        rows.append(f"| `{r.claim}` | {r.source} | {pred} | {ours} {r.unit} | {r.seeds} | "
+                    f"{_ci(r.ci_low, r.ci_high, signed)} | {r.paper} | {r.vs_paper or '–'} | "
+                    f"**{r.verdict}**{holm}{note} |")
     cells = collect(os.path.join(root, "results"))
     cells = cells[cells.cell == _reference(root)]
-    return ("\n".join(rows) + f"\n\nAt this CPU budget the default resolves: {resolved}. The reference's seed spread "
-            f"here is {100 * cells.acc1.std(ddof=1):.2f} pt (std of Acc@1 over its {len(cells)} seeds).")
+    return ("\n".join(rows) + f"\n\nVerdicts of this run: **{summary_line(c)}**. The reference's seed spread here is "
+            f"{100 * cells.acc1.std(ddof=1):.2f} pt (std of Acc@1 over its {len(cells)} seeds).")
 
 
 def main_table(root: str = ".") -> str:
@@ -225,14 +237,20 @@ def cpu_study(root: str = ".") -> str:
     cells = pd.read_csv(path + ".csv")
     claims = pd.read_csv(os.path.join(root, EVIDENCE, "claims_cpu_20000x2.csv"))
     ref = cells[cells.cell == "ref"].acc1
-    resolved = claims[claims.resolved.astype(bool)].claim
+    if "verdict" in claims:  # a claims table with computed verdicts (report.claims since issue 20)
+        from .report import summary_line
+
+        told = f"has the verdicts **{summary_line(claims)}**."
+    else:  # an older one: intervals that exclude the null ("resolved"), no verdicts
+        resolved = claims[claims.resolved.astype(bool)].claim
+        told = (f"resolves {len(resolved)} of {len(claims)} rows (an interval that excludes the null, whichever side; "
+                "no verdicts): " + ", ".join(f"`{c}`" for c in resolved) + ".")
     return (f"`{meta['command']}` (via `python docs/evidence/cpu_study.py`, commit {meta['commit']}) took "
             f"**{meta['wall_s'] / 60:.0f} min** on {meta['machine']}, {meta['date']} (the teacher and data stages "
             f"from the default run's cache). The reference's seed spread there: std of Acc@1 "
             f"**{100 * ref.std():.2f} pt** over {len(ref)} seeds (mean {100 * ref.mean():.2f} %).\n\n"
             + _verdicts(cells) + "\n\n"
-            f"Its claims table (`docs/evidence/claims_cpu_20000x2.csv`) resolves {len(resolved)} of {len(claims)} "
-            "rows: " + ", ".join(f"`{c}`" for c in resolved) + ".")
+            f"Its claims table (`docs/evidence/claims_cpu_20000x2.csv`) {told}")
 
 
 def run_time(root: str = ".") -> str:

@@ -1,32 +1,20 @@
-"""The report: the paper's main-table format filled from the stages' metrics files, the paper's numbers beside."""
+"""The report: the paper's main-table format filled from the stages' metrics files, the paper's numbers beside, and
+the claims table — every claim of `paper.CLAIMS` tested on this run's seeds with a computed verdict
+(`stats.verdict`: supports / contradicts / inconclusive at this budget)."""
 from __future__ import annotations
 
 import glob
+import math
 import os
-from typing import List, Optional
+from typing import Dict, List, Optional
 
+import numpy as np
 import pandas as pd
 
+from . import paper, stats
 from .pipeline import read_json
 
-# arXiv 2511.16501 and the official code's README table (github.com/Bycarkos/ODE-ViT); accuracies as fractions
-PAPER = pd.DataFrame(
-    [
-        ("Teacher – DINO-base + Training Only Head", "cifar10", 85, "CE", 0.923, 0.993, 0.997),
-        ("Teacher – DINO-base + Training Only Head", "cifar100", 85, "CE", 0.881, 0.968, 0.982),
-        ("Teacher – DINO-base + Training Only Head", "imagenet100", 85, "CE", 0.923, 0.981, 0.990),
-        ("ODE (Zhong et al., 2022)", "cifar100", 0.7, "CE", 0.533, None, None),
-        ("ODE (free, from scratch)", "cifar10", 0.5, "CE", 0.809, 0.980, 0.990),
-        ("ODE (free, from scratch)", "cifar100", 4.2, "CE", 0.579, 0.728, 0.794),
-        ("ODE (free, from scratch)", "imagenet100", 7, "CE", 0.513, 0.701, 0.754),
-        ("ODE Teacher–Student Base", "cifar10", 7, "MSE+JasMin", 0.885, 0.980, 0.992),
-        ("ODE Teacher–Student Base", "cifar100", 7, "MSE+JasMin+CE", 0.721, 0.872, 0.914),
-        ("ODE Teacher–Student Base", "imagenet100", 7, "MSE+JasMin", 0.684, 0.817, 0.865),
-        ("ODE Teacher–Student Small", "cifar10", 3.8, "MSE+JasMin", 0.867, 0.973, 0.991),
-        ("ODE Teacher–Student Small", "cifar100", 3.8, "MSE+JasMin", 0.657, 0.819, 0.914),
-    ],
-    columns=["Model", "Dataset", "Params (M)", "Losses", "Acc@1", "Acc@3", "Acc@5"],
-)
+PAPER = paper.TABLE  # the authors' README results table (odevit/paper.py: the paper's numbers and their sources)
 
 
 def paper_table() -> pd.DataFrame:
@@ -60,10 +48,18 @@ def main_table(dataset: str, results: str = "results", reference: str = "ref") -
     if len(free):
         rows.append(("ODE (free, from scratch; the student's exact architecture)", "ODE (free, from scratch)",
                      "CE+JaSMin", free, None))
-    rows.append((f"ODE Teacher–Student {size}", f"ODE Teacher–Student {size}", "MSE+JaSMin+CE", ref, None))
+    ce = cells[cells.cell == "ce"]
+    # a study with a `ce` cell has the label-free reference (the authors' Small rows) and the +CE cell (their
+    # CIFAR-100 Base row); an older one trained CE in the reference itself
+    rows.append((f"ODE Teacher–Student {size}", f"ODE Teacher–Student {size}",
+                 "MSE+JaSMin" if len(ce) else "MSE+JaSMin+CE", ref, None))
+    if len(ce):
+        rows.append((f"ODE Teacher–Student {size} + CE", ("ODE Teacher–Student Base", "cifar100"), "MSE+JaSMin+CE",
+                     ce, None))
     out = []
     for name, paper_name, losses, df, m in rows:
-        p_acc, p_ds = _paper_acc1(paper_name, dataset)
+        p_acc, p_ds = (paper.acc1(*paper_name), paper_name[1]) if isinstance(paper_name, tuple) else \
+            _paper_acc1(paper_name, dataset)
         if m is not None:
             accs = {k: f"{m[k]:.4f}" for k in ("acc1", "acc3", "acc5")}
             params, enc, seeds = m["params_m"], m["encoder_params"], 1
@@ -78,8 +74,8 @@ def main_table(dataset: str, results: str = "results", reference: str = "ref") -
 
 def comparisons(cells: pd.DataFrame, reference: str = "ref", metric: str = "acc1", scale: float = 100.0) -> pd.DataFrame:
     """Every cell against the reference over their common seeds: means ± std and the paired difference
-    reference - cell (x `scale`: points for accuracies) with its 95% t interval; `verdict` says whether it is
-    resolved."""
+    reference - cell (x `scale`: points for accuracies) with its 95% t interval, its two-sided p against 0, and
+    `finding` (stats.finding: which side the interval lies on, or no resolved difference)."""
     from .stats import paired
 
     ref = cells[cells.cell == reference].set_index("seed")[metric]
@@ -90,92 +86,183 @@ def comparisons(cells: pd.DataFrame, reference: str = "ref", metric: str = "acc1
         if not seeds:
             continue
         p = paired(ref.loc[seeds].to_numpy() * scale, g.loc[seeds].to_numpy() * scale)
-        verdict = ("not resolved at this budget" if not p["resolved"] else
-                   f"{reference} {'higher' if p['diff_mean'] > 0 else 'lower'} (resolved)")
+        d = ref.loc[seeds].to_numpy() * scale - g.loc[seeds].to_numpy() * scale
+        e = stats.estimate(d, "none")
         rows.append({"cell": name, "seeds": p["n"], f"{metric}_ref": p["mean_a"], f"{metric}_ref_std": p["std_a"],
                      f"{metric}_cell": p["mean_b"], f"{metric}_cell_std": p["std_b"], "diff_mean": p["diff_mean"],
                      "diff_std": p["diff_std"], "ci_low": p["ci_low"], "ci_high": p["ci_high"],
-                     "resolved": p["resolved"], "verdict": verdict})
+                     "p_vs_null": e["p_vs_null"], "resolved": p["resolved"],
+                     "finding": stats.finding(e, reference, name)})
     return pd.DataFrame(rows)
 
 
-# the paper's value for each claim (arXiv 2511.16501; text = abstract or tables, as named)
-CLAIM_PAPER = {
-    "ts_minus_free": "> +10 pt (abstract); +7.6 / +14.2 / +17.1 pt on C10 / C100 / IN100 (README table)",
-    "retention": "0.939 (C10 Small 0.867 / teacher 0.923, README table)",
-    "compression": "22x (85M teacher vs 3.8M Small, README table)",
-    "step_robustness_half": "robust to step count (abstract; no numbers)",
-    "step_robustness_double": "robust to step count (abstract; no numbers)",
-    "lie_trotter_minus_parallel": "Lie-Trotter in the text (§3); no ablation reported",
-    "jasmin_on_minus_off": "JaSMin stabilises training (§3.3); no ablation reported",
-    "jasmin_on_minus_off_lyapunov": "JaSMin lowers the exponents (Fig. 4); no numbers",
-    "centernorm_minus_layernorm": "CenterNorm keeps psi Lipschitz (§3.2); no ablation reported",
-    "softmax_minus_uniform_schedule": "distance-softmax schedule (§3.4); no ablation reported",
-    "r1_minus_r4": "-1.8 pt (C10 Small 0.867 vs Base 0.885, README table)",
-    "qkv_spectral_minus_xavier": "spectral init of every weight (§3.2); no ablation reported",
-    "paper_minus_published_recipe": "not compared (the code differs from the text)",
-    "lyapunov_vs_correctness": "higher exponent <-> lower class accuracy (Fig. 4, per class)",
-    "prop1_bound": "Euler error within the Prop. 1 bound (§3.5, L = 1/2 in the code)",
-}
+def _unique(g: pd.DataFrame, col: str) -> str:
+    """The distinct values of a metrics.json key over a cell's seeds ("unknown" where the files do not carry it)."""
+    if col not in g or g[col].isna().all():
+        return "unknown"
+    return "/".join(f"{v:g}" if isinstance(v, float) else str(v) for v in sorted(g[col].dropna().unique()))
 
 
-def _row(claim: str, est: dict, source: str, null: float, scale: float = 1.0) -> dict:
-    from .stats import resolved
+def budget(cells: pd.DataFrame, names: List[str]) -> str:
+    """Train images x epochs of each named cell and how many of its seeds converged (metrics.json `converged`)."""
+    parts = []
+    for n in names:
+        g = cells[cells.cell == n]
+        if g.empty:
+            parts.append(f"{n}: no finished seed")
+            continue
+        conv = (f"{int(g.converged.fillna(False).astype(bool).sum())}/{len(g)} converged"
+                if "converged" in g and g.converged.notna().any() else "convergence unknown")
+        parts.append(f"{n}: {_unique(g, 'train_images')} images x {_unique(g, 'epochs')} epochs, {conv}")
+    return "; ".join(parts)
 
-    lo, hi = est["ci_low"] * scale, est["ci_high"] * scale
-    return {"claim": claim, "paper": CLAIM_PAPER[claim], "ours_mean": est["mean"] * scale,
-            "ours_std": est["std"] * scale, "seeds": est["n"], "diff_ci_low": lo, "diff_ci_high": hi,
-            "resolved": resolved(lo, hi, null * scale), "null": null * scale, "source": source}
+
+def _per_seed(cells: pd.DataFrame, name: str, col: str = "acc1") -> pd.Series:
+    g = cells[cells.cell == name]
+    return g.set_index("seed")[col].astype(float) if col in g else pd.Series(dtype=float)
 
 
-def claims(results: str = "results", reference: str = "ref") -> pd.DataFrame:
-    """One row per claim of the paper: our estimate over the seeds (mean, std), the 95% interval (of the paired
-    difference for comparisons, of the mean otherwise), whether it excludes the null value, and its source file.
-    Accuracy differences are in points (x100)."""
-    from .stats import mean_ci
+def _paired_values(cells: pd.DataFrame, a: str, b: str, relative: bool = False) -> np.ndarray:
+    """a - b in Acc@1 points over their common seeds (relative: in % of b)."""
+    x, y = _per_seed(cells, a), _per_seed(cells, b)
+    seeds = sorted(set(x.index) & set(y.index))
+    x, y = x.loc[seeds].to_numpy(), y.loc[seeds].to_numpy()
+    return 100 * (x / y - 1) if relative else 100 * (x - y)
+
+
+def _dyn_values(dyn: dict, key: str, cell: str, field: str) -> np.ndarray:
+    return np.array([v[field] for v in dyn.get(key, {}).get(cell, {}).values() if field in v], dtype=np.float64)
+
+
+CLAIM_COLUMNS = ["claim", "statement", "source", "direction", "statistic", "unit", "ours_mean", "ours_std", "seeds",
+                 "ci_low", "ci_high", "p_vs_null", "null", "holm_p", "margin", "tost_p", "ci90_low", "ci90_high",
+                 "paper", "paper_value", "p_vs_paper", "vs_paper", "verdict", "finding", "cells", "budget", "note"]
+
+
+def _row(cid: str, e: dict, cells: str, budget_: str, note: str = "") -> dict:
+    c = paper.claim(cid)
+    return {"claim": cid, "statement": c.statement, "source": c.source, "direction": c.direction,
+            "statistic": c.statistic, "unit": c.unit, "ours_mean": e["mean"], "ours_std": e["std"], "seeds": e["n"],
+            "ci_low": e["ci_low"], "ci_high": e["ci_high"], "p_vs_null": e.get("p_vs_null", math.nan),
+            "null": e.get("null", math.nan), "holm_p": math.nan, "margin": e.get("margin", math.nan),
+            "tost_p": e.get("tost_p", math.nan), "ci90_low": e.get("ci90_low", math.nan),
+            "ci90_high": e.get("ci90_high", math.nan), "paper": c.paper,
+            "paper_value": math.nan if c.value is None else c.value, "p_vs_paper": e.get("p_vs_paper", math.nan),
+            "vs_paper": e.get("vs_paper", ""), "verdict": "", "finding": "", "cells": cells, "budget": budget_,
+            "note": note, "_e": e}
+
+
+# (claim, cell a, cell b): Acc@1 a - b paired by seed; the ablation family is the claims with `family` set
+PAIRS = [("ts_minus_free", "ref", "free"), ("ts_ce_minus_free", "ce", "free"),
+         ("lie_trotter_minus_parallel", "ref", "parallel"), ("jasmin_on_minus_off", "ref", "jasmin_off"),
+         ("centernorm_minus_layernorm", "ref", "layernorm"), ("softmax_minus_uniform_schedule", "ref", "uniform"),
+         ("qkv_spectral_minus_xavier", "ref", "qkv_xavier"), ("r1_minus_r4", "ref", "mlp4"),
+         ("ce_from_start_minus_published_curriculum", "ce", "pub_curriculum"),
+         ("published_curriculum_minus_published", "pub_curriculum", "published")]
+
+
+def claims(results: str = "results", reference: str = "ref", margin_pts: float = 1.0) -> pd.DataFrame:
+    """One row per claim of `paper.CLAIMS`: our per-seed statistic (mean, std, 95 % t interval, p against the null
+    and against the paper's own number), the TOST within ±`margin_pts` (params.yaml study.equivalence_margin_pts)
+    for "robust" / "competitive" claims, the Holm-adjusted p of the ablation family, the computed verdict
+    (stats.verdict; stats.bound_verdict for Prop. 1; compression rows are facts), the cells / files it rests on and
+    their budget. Accuracy differences are in Acc@1 points."""
     from .study import collect
 
+    if not margin_pts > 0:
+        raise ValueError(f"params.yaml: study.equivalence_margin_pts = {margin_pts!r}: expected > 0 (Acc@1 points)")
     cells = collect(results)
-    src = f"{results}/cells/*/s*/metrics.json"
-    ref = cells[cells.cell == reference].set_index("seed")
-    cmp = comparisons(cells, reference).set_index("cell")  # reference - cell, paired by seed, in points
+    t = read_json(f"{results}/02_teacher/metrics.json")
+    dyn_path = f"{results}/06_dynamics/metrics.json"
+    dyn = read_json(dyn_path) if os.path.isfile(dyn_path) else {}
+    cell_files = f"{results}/cells/{{}}/s*/metrics.json"
     rows = []
 
-    def diff(claim: str, other: str) -> None:
-        if other in cmp.index:
-            c = cmp.loc[other]
-            rows.append(_row(claim, {"mean": c.diff_mean, "std": c.diff_std, "ci_low": c.ci_low,
-                                     "ci_high": c.ci_high, "n": int(c.seeds)}, src, 0.0))
+    def pair(cid: str, a: str, b: str, relative: bool = False) -> None:
+        a = reference if a == "ref" else a
+        c = paper.claim(cid)
+        e = stats.estimate(_paired_values(cells, a, b, relative), c.direction, 0.0, paper=c.value)
+        row = _row(cid, e, f"{a} − {b}: " + cell_files.format(f"{{{a},{b}}}"), budget(cells, [a, b]))
+        row["finding"] = stats.finding(e, a, b)
+        rows.append(row)
 
-    diff("ts_minus_free", "free")
-    t = read_json(f"{results}/02_teacher/metrics.json")
-    rows.append(_row("retention", mean_ci(ref.acc1 / t["acc1"]), f"{src} + {results}/02_teacher/metrics.json", 1.0))
-    comp = t["encoder_params"] / ref.encoder_params.astype(float)
-    rows.append({**_row("compression", {**mean_ci(comp), "std": float(comp.std(ddof=1))}, src, 1.0),
-                 "diff_ci_low": float(comp.min()), "diff_ci_high": float(comp.max()), "resolved": True})
-    for claim, col in [("step_robustness_half", "acc1_half_n"), ("step_robustness_double", "acc1_double_n")]:
-        rows.append(_row(claim, mean_ci(ref[col] - ref["acc1_sub_n"]), src, 0.0, 100.0))
-    for claim, other in [("lie_trotter_minus_parallel", "parallel"), ("jasmin_on_minus_off", "jasmin_off"),
-                         ("centernorm_minus_layernorm", "layernorm"), ("softmax_minus_uniform_schedule", "uniform"),
-                         ("r1_minus_r4", "mlp4"), ("qkv_spectral_minus_xavier", "qkv_xavier"),
-                         ("paper_minus_published_recipe", "published")]:
-        diff(claim, other)
-    dyn_path = f"{results}/06_dynamics/metrics.json"
-    dyn = read_json(dyn_path)
-    lyap = dyn["lyapunov"]
-    if reference in lyap:
-        rs = [v["r"] for v in lyap[reference].values()]
-        rows.append(_row("lyapunov_vs_correctness", mean_ci(rs), dyn_path, 0.0))
-        if "jasmin_off" in lyap:
-            seeds = sorted(set(lyap[reference]) & set(lyap["jasmin_off"]))
-            d = [lyap[reference][s]["mean"] - lyap["jasmin_off"][s]["mean"] for s in seeds]
-            rows.append(_row("jasmin_on_minus_off_lyapunov", mean_ci(d), dyn_path, 0.0))
-    fr = [v["fraction_within"] for v in dyn["prop1"].values()]
-    row = _row("prop1_bound", mean_ci(fr), dyn_path, 1.0)
-    if all(f == 1.0 for f in fr):  # holds at every step for every seed: resolved, nothing to estimate
-        row.update(ours_std=0.0, diff_ci_low=1.0, diff_ci_high=1.0, resolved=True)
+    for cid, a, b in PAIRS[:2]:
+        pair(cid, a, b)
+        pair(cid + "_rel", a, b, relative=True)
+    for cid, cell in [("retention", reference), ("retention_ce", "ce")]:
+        c = paper.claim(cid)
+        margin = margin_pts / 100 / t["acc1"]  # ±margin_pts of the student's Acc@1, as a ratio to the teacher's
+        e = stats.estimate(_per_seed(cells, cell) / t["acc1"], "equivalent", c.value, margin, paper=c.value)
+        rows.append(_row(cid, e, f"{cell}: {cell_files.format(cell)}; {results}/02_teacher/metrics.json",
+                         budget(cells, [cell]), f"margin = ±{margin_pts:g} pt of Acc@1 / teacher Acc@1 "
+                         f"{t['acc1']:.4f}"))
+    ref = cells[cells.cell == reference]
+    for cid, num, den in [("compression_total", t["params_m"], ref.params_m.astype(float) if len(ref) else None),
+                          ("compression_encoder", t["encoder_params"],
+                           ref.encoder_params.astype(float) if len(ref) else None)]:
+        v = [] if den is None else list(num / den)
+        e = stats.estimate(v, paper.claim(cid).direction)
+        rows.append(_row(cid, e, f"{reference}: {cell_files.format(reference)}; {results}/02_teacher/metrics.json",
+                         budget(cells, [reference]), f"teacher {num:g} / student "
+                         + (f"{den.iloc[0]:g}" if den is not None else "missing")))
+    for cid, col in [("step_robustness_half", "acc1_half_n"), ("step_robustness_double", "acc1_double_n")]:
+        d = (100 * (ref[col] - ref["acc1_sub_n"])).to_numpy(dtype=np.float64) if col in ref else np.array([])
+        e = stats.estimate(d, "equivalent", 0.0, margin_pts)
+        rows.append(_row(cid, e, f"{reference}: {cell_files.format(reference)} ({col} − acc1_sub_n)",
+                         budget(cells, [reference]), f"margin ±{margin_pts:g} pt (params.yaml "
+                                                     "study.equivalence_margin_pts)"))
+    for cid, a, b in PAIRS[2:]:
+        pair(cid, a, b)
+    lyap_budget = budget(cells, [reference])
+    for cid, key in [("lyapunov_vs_correctness", "lyapunov"), ("lyapunov_class_vs_accuracy", "lyapunov_class")]:
+        c = paper.claim(cid)
+        e = stats.estimate(_dyn_values(dyn, key, reference, "r"), c.direction, 0.0, paper=c.value)
+        n = _dyn_values(dyn, key, reference, "n" if key == "lyapunov" else "n_classes")
+        rows.append(_row(cid, e, f"{dyn_path}: {key}.{reference}", lyap_budget,
+                         f"{'images' if key == 'lyapunov' else 'classes'} per seed: "
+                         + ("/".join(f"{x:g}" for x in n) or "none")))
+    lo, lj = dyn.get("lyapunov", {}).get(reference, {}), dyn.get("lyapunov", {}).get("jasmin_off", {})
+    seeds = sorted(set(lo) & set(lj))
+    c = paper.claim("jasmin_on_minus_off_lyapunov")
+    e = stats.estimate([lo[s]["mean"] - lj[s]["mean"] for s in seeds], c.direction, 0.0, paper=c.value)
+    rows.append(_row(c.id, e, f"{dyn_path}: lyapunov.{{{reference},jasmin_off}}.mean",
+                     budget(cells, [reference, "jasmin_off"])))
+    p1 = dyn.get("prop1", {})
+    fr = [v.get("fraction_within", math.nan) for v in p1.values()]
+    tight = [v.get("tightness_min", math.nan) for v in p1.values()]
+    e = {"n": len(fr), "mean": float(np.min(fr)) if fr else math.nan, "std": math.nan, "ci_low": math.nan,
+         "ci_high": math.nan}
+    row = _row("prop1_bound", e, f"{dyn_path}: prop1", budget(cells, [reference]),
+               "; ".join(f"{s}: within {v.get('fraction_within', math.nan):.3f}, tightness min "
+                         f"{v.get('tightness_min', math.nan):.3g} / median {v.get('tightness_median', math.nan):.3g}, "
+                         f"L_max {v.get('L_max', math.nan):.3g}; with L = {v.get('paper_L', math.nan):g}: within "
+                         f"{v.get('fraction_within_paper_L', math.nan):.3f}" for s, v in p1.items()))
+    row["verdict"] = stats.bound_verdict(fr, tight)
     rows.append(row)
-    return pd.DataFrame(rows)
+    family = [i for i, r in enumerate(rows) if paper.claim(r["claim"]).family]
+    for i, h in zip(family, stats.holm([rows[i]["p_vs_null"] for i in family])):
+        rows[i]["holm_p"] = h
+    for r in rows:
+        e = r.pop("_e")
+        if not r["verdict"]:
+            r["verdict"] = stats.verdict(e, r["holm_p"] if paper.claim(r["claim"]).family else None)
+    return pd.DataFrame(rows, columns=CLAIM_COLUMNS)
+
+
+def verdict_counts(claims_: pd.DataFrame) -> Dict[str, int]:
+    """How many rows carry each verdict: supports, contradicts, inconclusive (at this budget) first, always present,
+    then the rows counted apart (fact, not a claim, not measured, holds, vacuous) where any."""
+    counts = claims_.verdict.value_counts().to_dict()
+    out = {key: int(counts.pop(v, 0)) for v, key in stats.COUNTED.items()}
+    return {**out, **{k: int(v) for k, v in counts.items()}}
+
+
+def summary_line(claims_: pd.DataFrame) -> str:
+    """ "supports k · contradicts m · inconclusive n", then the rows counted apart."""
+    c = verdict_counts(claims_)
+    head = " · ".join(f"{k} {c[k]}" for k in stats.COUNTED.values())
+    rest = {k: v for k, v in c.items() if k not in stats.COUNTED.values()}
+    return head + (" (apart: " + ", ".join(f"{k} {v}" for k, v in rest.items()) + ")" if rest else "")
 
 
 def dynamics_summary(dyn: dict) -> pd.DataFrame:
@@ -188,8 +275,10 @@ def dynamics_summary(dyn: dict) -> pd.DataFrame:
                          f"mean exponent {v['mean']:.4f}"))
     for seed, v in dyn["prop1"].items():
         rows.append((f"Prop. 1, ref seed {seed.removeprefix('seed')}: fraction of (image, step) with error <= bound",
-                     f"{v['fraction_within']:.3f} with the measured L (max {v['L_max']:.2f}); "
-                     f"{v['fraction_within_paper_L']:.3f} with L = {v['paper_L']}"))
+                     f"{v['fraction_within']:.3f} with the measured L (max {v['L_max']:.2f})"
+                     + (f", tightness (bound / error) min {v['tightness_min']:.3g}, median {v['tightness_median']:.3g}"
+                        if "tightness_min" in v else "")
+                     + f"; {v['fraction_within_paper_L']:.3f} with L = {v['paper_L']}"))
     e = dyn["euler"]
     rows.append(("Observed convergence order (Euler / model's solver)",
                  f"{abs(e['order_parallel']):.2f} / {abs(e['order_model_solver']):.2f}"))
@@ -216,3 +305,111 @@ def write_text(text: str, path: str) -> None:
 def figures(results: str = "results") -> List[str]:
     """Every PNG the stages wrote, in stage order (the report's own excluded)."""
     return sorted(p for p in glob.glob(f"{results}/*/*.png") if "/07_report/" not in p)
+
+
+VERDICT_COLORS = {stats.SUPPORTS: "#1a9850", stats.CONTRADICTS: "#d73027", stats.INCONCLUSIVE: "#7f7f7f",
+                  stats.VACUOUS: "#fdae61", stats.FACT: "#000000", stats.NOT_A_CLAIM: "#4575b4",
+                  stats.NOT_MEASURED: "#d9d9d9"}
+
+
+def ablations(cells: pd.DataFrame, reference: str = "ref") -> pd.DataFrame:
+    """`comparisons` (reference − cell, raw 95 % interval) with, per cell, the claim it tests (paper.CLAIMS), the
+    direction the paper predicts, the Holm-adjusted p of the ablation family beside the raw p, and the verdict."""
+    table = comparisons(cells, reference)
+    by_cell = {b: cid for cid, a, b in PAIRS if a == "ref"}
+    table["claim"] = table.cell.map(by_cell).fillna("")
+    table["direction"] = [paper.claim(c).direction if c else "none" for c in table.claim]
+    fam = [bool(c) and paper.claim(c).family for c in table.claim]
+    table["holm_p"] = math.nan
+    table.loc[fam, "holm_p"] = stats.holm(table.loc[fam, "p_vs_null"].to_numpy())
+    verdicts = []
+    for r in table.itertuples():
+        e = {"direction": r.direction, "n": r.seeds, "ci_low": r.ci_low, "ci_high": r.ci_high, "null": 0.0}
+        verdicts.append(stats.verdict(e, None if math.isnan(r.holm_p) else r.holm_p))
+    table["verdict"] = verdicts
+    return table
+
+
+def ablation_figure(table: pd.DataFrame, reference: str = "ref", title: str = ""):
+    """reference − cell (Acc@1 pt) with its raw 95 % interval per cell, coloured by verdict; each row says which side
+    the paper predicts and carries the Holm-adjusted p of the family."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(11, 0.45 * len(table) + 2.2))
+    for i, r in enumerate(table.itertuples()):
+        col = VERDICT_COLORS.get(r.verdict, "k")
+        ax.errorbar(r.diff_mean, i, xerr=[[r.diff_mean - r.ci_low], [r.ci_high - r.diff_mean]], fmt="o", color=col,
+                    capsize=3)
+        side = {"greater": "paper: > 0", "less": "paper: < 0"}.get(r.direction, "no prediction")
+        holm = "" if math.isnan(r.holm_p) else f", Holm p {r.holm_p:.3f}"
+        ax.annotate(f"{r.diff_mean:+.2f} pt ({side}{holm})", (1.0, i), xycoords=("axes fraction", "data"),
+                    xytext=(4, 0), textcoords="offset points", va="center", fontsize=8, color=col)
+    ax.axvline(0, color="k", lw=0.8, ls="--")
+    ax.set_yticks(range(len(table)), table.cell)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"Acc@1 {reference} − cell (pt), mean and 95% CI\n> 0: {reference} (the paper's choice) better")
+    handles = [plt.Line2D([], [], marker="o", ls="", color=VERDICT_COLORS[v], label=v) for v in
+               dict.fromkeys(table.verdict) if v in VERDICT_COLORS]
+    ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0, 1.01), ncol=len(handles), fontsize=8,
+              frameon=False)
+    fig.suptitle(f"Ablations vs the reference: {title}", fontsize=10)
+    fig.subplots_adjust(left=0.12, right=0.62, top=1 - 1.1 / fig.get_figheight(), bottom=1.0 / fig.get_figheight())
+    return fig
+
+
+def budget_title(results: str = "results", reference: str = "ref") -> str:
+    """ "n seeds; T train images x E epochs per cell; test images" line for the figures' titles."""
+    from .study import collect
+
+    ref = collect(results)
+    ref = ref[ref.cell == reference]
+    return (f"{ref.seed.nunique()} seeds (paired), {_unique(ref, 'train_images')} train images × "
+            f"{_unique(ref, 'epochs')} epochs per cell")
+
+
+def claims_figure(claims_: pd.DataFrame, title: str = ""):
+    """Ours (mean and 95 % interval over the seeds) against the paper's own number (diamond) for every claim, one
+    panel per unit, coloured by verdict; the null (dashed tick) and the equivalence margin (band) per row."""
+    import matplotlib.pyplot as plt
+
+    c = claims_[claims_.ours_mean.notna()].reset_index(drop=True)
+    units = list(dict.fromkeys(c.unit))
+    main = max(units, key=lambda u: (c.unit == u).sum())
+    rest = [u for u in units if u != main]
+    n_main, n_rest = (c.unit == main).sum(), sum((c.unit == u).sum() for u in rest)
+    fig = plt.figure(figsize=(15, 0.42 * max(n_main, n_rest + 1.2 * len(rest)) + 2.2))
+    gs = fig.add_gridspec(max(len(rest), 1), 2, width_ratios=(1.1, 1),
+                          height_ratios=[(c.unit == u).sum() + 1 for u in rest] or [1])
+    axes = {main: fig.add_subplot(gs[:, 0])}
+    for i, u in enumerate(rest):
+        axes[u] = fig.add_subplot(gs[i, 1])
+    for u, ax in axes.items():
+        g = c[c.unit == u].reset_index(drop=True)
+        for i, r in g.iterrows():
+            col = VERDICT_COLORS.get(r.verdict, "k")
+            lo, hi = r.ci_low, r.ci_high
+            xerr = None if math.isnan(lo) else [[r.ours_mean - lo], [hi - r.ours_mean]]
+            ax.errorbar(r.ours_mean, i, xerr=xerr, fmt="o", color=col, capsize=3, ms=6)
+            if not math.isnan(r.paper_value):
+                ax.plot(r.paper_value, i, marker="D", ms=7, mfc="none", mec="k", ls="")
+            if not math.isnan(r.null):
+                ax.plot([r.null, r.null], [i - 0.35, i + 0.35], color="k", ls="--", lw=0.9)
+            if not math.isnan(r.margin):
+                ax.fill_betweenx([i - 0.3, i + 0.3], r.null - r.margin, r.null + r.margin, color="#1a9850", alpha=0.12)
+        ax.set_yticks(range(len(g)), g.claim, fontsize=8)
+        ax.set_ylim(len(g) - 0.5, -0.5)
+        ax.set_xlabel({"pt": "Acc@1 difference (pt)", "%": "difference (% of the free model's Acc@1)",
+                       "ratio": "Acc@1 student / teacher", "x": "parameter ratio teacher / student",
+                       "r": "correlation r", "exponent": "mean CLS exponent difference",
+                       "fraction": "fraction of (image, step) within the bound"}.get(u, u), fontsize=8)
+        ax.tick_params(axis="x", labelsize=8)
+    handles = [plt.Line2D([], [], marker="o", ls="", color=VERDICT_COLORS[v], label=v)
+               for v in dict.fromkeys(c.verdict) if v in VERDICT_COLORS]
+    handles += [plt.Line2D([], [], marker="D", ls="", mfc="none", mec="k", label="the paper's value"),
+                plt.Line2D([], [], ls="--", color="k", label="null"),
+                plt.Rectangle((0, 0), 1, 1, color="#1a9850", alpha=0.12, label="equivalence margin")]
+    fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=8, frameon=False,
+               bbox_to_anchor=(0.5, 0.965))
+    fig.suptitle(f"Claims of the paper: ours (mean, 95% CI) vs the paper's value. {title}", fontsize=10, y=0.995)
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    return fig

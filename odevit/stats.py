@@ -4,12 +4,16 @@ sizes of a per-sample quantity against correctness (point-biserial r with a Fish
     d_s = a_s - b_s (same seed s: same data order and init);  CI95 = mean(d) ± t(0.975, n-1) · std(d) / sqrt(n)
 
 A comparison is "resolved" when its interval excludes the null value (0 for a difference), otherwise it is
-"not resolved at this budget" and must not be ranked.
+"not resolved at this budget" and must not be ranked. A claim is a hypothesis with a direction: `estimate` tests
+the per-seed values against the null (t test, scipy), against the paper's own number, and for "robust" claims with
+two one-sided tests (statsmodels ttost_paired) within a margin; `holm` adjusts a family's p values (statsmodels);
+`verdict` turns one estimate into supports / contradicts / inconclusive at this budget — the only place a verdict
+is decided (`bound_verdict` for the one bound).
 """
 from __future__ import annotations
 
 import math
-from typing import Dict, Sequence
+from typing import Dict, Mapping, Optional, Sequence
 
 import numpy as np
 from scipy import stats as st
@@ -70,3 +74,151 @@ def auc(values: Sequence[float], flag: Sequence[bool]) -> float:
         return math.nan
     ranks = st.rankdata(v)
     return float((ranks[f].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
+
+
+SUPPORTS, CONTRADICTS, INCONCLUSIVE = "supports", "contradicts", "inconclusive at this budget"
+VACUOUS, FACT, NOT_A_CLAIM, NOT_MEASURED = "holds, vacuous", "fact", "not a claim", "not measured"
+DIRECTIONS = ("greater", "less", "equivalent", "none", "fact")
+ALPHA = 0.05
+COUNTED = {SUPPORTS: "supports", CONTRADICTS: "contradicts", INCONCLUSIVE: "inconclusive"}  # the summary's counts
+VACUOUS_RATIO = 10.0  # a bound >= 10x the measured error everywhere "holds, vacuous"
+
+
+def p_value(x: Sequence[float], value: float = 0.0) -> float:
+    """Two-sided one-sample t test p of mean(x) = value (scipy.stats.ttest_1samp); NaN with fewer than 2 values;
+    with no spread 0 or 1 (the mean differs from the value or not)."""
+    a = np.asarray(x, dtype=np.float64)
+    if len(a) < 2:
+        return math.nan
+    if float(a.std()) == 0.0:
+        return 1.0 if float(a[0]) == value else 0.0
+    return float(st.ttest_1samp(a, value).pvalue)
+
+
+def tost(x: Sequence[float], margin: float, center: float = 0.0) -> Dict[str, float]:
+    """Two one-sided tests that mean(x) lies inside center ± margin (statsmodels ttost_paired against a constant):
+    p = the larger one-sided p; the 90 % t interval (inside the margin iff p < 0.05)."""
+    from statsmodels.stats.weightstats import ttost_paired
+
+    if not margin > 0:
+        raise ValueError(f"tost: margin = {margin!r}: expected > 0 (params.yaml study.equivalence_margin_pts)")
+    a = np.asarray(x, dtype=np.float64)
+    ci90 = mean_ci(a, 1 - 2 * ALPHA) if len(a) else {"ci_low": math.nan, "ci_high": math.nan}
+    if len(a) < 2:
+        p = math.nan
+    elif float(a.std()) == 0.0:
+        p = 0.0 if abs(float(a[0]) - center) < margin else 1.0
+    else:
+        p = float(ttost_paired(a, np.full_like(a, center), -margin, margin)[0])
+    return {"p": p, "ci90_low": ci90["ci_low"], "ci90_high": ci90["ci_high"]}
+
+
+def holm(p: Sequence[float]) -> np.ndarray:
+    """Holm-adjusted p values (statsmodels multipletests, method "holm"); NaN entries stay NaN and do not count."""
+    from statsmodels.stats.multitest import multipletests
+
+    a = np.asarray(p, dtype=np.float64)
+    out = np.full_like(a, math.nan)
+    ok = ~np.isnan(a)
+    if ok.any():
+        out[ok] = multipletests(a[ok], method="holm")[1]
+    return out
+
+
+def vs_paper(ci_low: float, ci_high: float, value: Optional[float]) -> str:
+    """Where the paper's own number lies relative to our 95 % interval ("" when the paper gives none)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if math.isnan(ci_low) or math.isnan(ci_high):
+        return "no interval (fewer than 2 seeds)"
+    if ci_high < value:
+        return "below the paper's"
+    if ci_low > value:
+        return "above the paper's"
+    return "consistent with the paper's"
+
+
+def estimate(x: Sequence[float], direction: str, null: float = 0.0, margin: Optional[float] = None,
+             paper: Optional[float] = None) -> Dict[str, float]:
+    """Everything a claim row needs from its per-seed values x: mean, std, n, 95 % t interval, p against `null`
+    (two-sided), for direction "equivalent" the TOST within null ± margin, and against the paper's value its p and
+    `vs_paper`."""
+    if direction not in DIRECTIONS:
+        raise ValueError(f"estimate: direction {direction!r} is not one of {DIRECTIONS}")
+    if direction == "equivalent" and margin is None:
+        raise ValueError("estimate: an 'equivalent' claim needs a margin (params.yaml study.equivalence_margin_pts)")
+    a = np.asarray(x, dtype=np.float64)
+    a = a[~np.isnan(a)]
+    if len(a) == 0:
+        e = {"n": 0, "mean": math.nan, "std": math.nan, "ci_low": math.nan, "ci_high": math.nan}
+    elif direction == "fact":  # a fixed quantity: no interval, no test
+        return {"n": len(a), "mean": float(a.mean()), "std": math.nan, "ci_low": math.nan, "ci_high": math.nan,
+                "direction": direction, "null": math.nan, "p_vs_null": math.nan}
+    else:
+        e = mean_ci(a)
+    out = {**e, "direction": direction, "null": null, "p_vs_null": p_value(a, null) if len(a) else math.nan,
+           "margin": margin if direction == "equivalent" else math.nan, "tost_p": math.nan,
+           "ci90_low": math.nan, "ci90_high": math.nan,
+           "paper_value": math.nan if paper is None else float(paper),
+           "p_vs_paper": p_value(a, paper) if paper is not None and len(a) else math.nan,
+           "vs_paper": vs_paper(e["ci_low"], e["ci_high"], paper) if len(a) else ""}
+    if direction == "equivalent" and len(a):
+        t = tost(a - null, margin)
+        out.update(tost_p=t["p"], ci90_low=t["ci90_low"] + null, ci90_high=t["ci90_high"] + null)
+    return out
+
+
+def verdict(e: Mapping[str, float], holm_p: Optional[float] = None) -> str:
+    """The verdict of one claim from its `estimate`: the only function that decides one.
+
+    greater / less (the paper predicts the statistic above / below `null`): supports if the 95 % interval lies on
+    the paper's side, contradicts if it lies on the other side; equivalent: supports if the TOST puts the mean inside
+    null ± margin (p < 0.05, 90 % interval inside), contradicts if the 95 % interval lies entirely outside; none:
+    not a claim; fact: fact (no test). For a family member (holm_p given) a decisive verdict also needs holm_p < 0.05. Otherwise, and with
+    fewer than 2 seeds, inconclusive at this budget (no seeds at all: not measured)."""
+    d = e["direction"]
+    if d == "none":
+        return NOT_A_CLAIM
+    if d == "fact":
+        return FACT
+    if e["n"] == 0:
+        return NOT_MEASURED
+    lo, hi, null = e["ci_low"], e["ci_high"], e["null"]
+    if math.isnan(lo) or math.isnan(hi):
+        return INCONCLUSIVE
+    if d == "equivalent":
+        m = e["margin"]
+        v = (SUPPORTS if e["tost_p"] < ALPHA and null - m < e["ci90_low"] and e["ci90_high"] < null + m else
+             CONTRADICTS if lo > null + m or hi < null - m else INCONCLUSIVE)
+    else:
+        above, below = lo > null, hi < null
+        v = (SUPPORTS if (above if d == "greater" else below) else
+             CONTRADICTS if (below if d == "greater" else above) else INCONCLUSIVE)
+    if v != INCONCLUSIVE and holm_p is not None and not holm_p < ALPHA:
+        return INCONCLUSIVE
+    return v
+
+
+def finding(e: Mapping[str, float], a: str = "a", b: str = "b") -> str:
+    """Which side of the null the 95 % interval lies on, in words ("differs: A higher" / "no resolved difference")."""
+    if e["n"] == 0:
+        return NOT_MEASURED
+    if not resolved(e["ci_low"], e["ci_high"], e["null"]):
+        return "no resolved difference"
+    return f"differs: {a if e['ci_low'] > e['null'] else b} higher"
+
+
+def bound_verdict(fraction_within: Sequence[float], tightness_min: Sequence[float]) -> str:
+    """A bound that can fail: contradicts if any seed has a measured error above the bound (fraction_within < 1);
+    holds, vacuous if it holds everywhere but some seed's bound is >= 10x the error at every (image, step)
+    (its tightness_min >= 10); supports if it holds and every seed's bound comes within 10x somewhere; not measured
+    without data (NaN tightness: inconclusive at this budget)."""
+    f = np.asarray(fraction_within, dtype=np.float64)
+    t = np.asarray(tightness_min, dtype=np.float64)
+    if len(f) == 0:
+        return NOT_MEASURED
+    if (f < 1.0).any():
+        return CONTRADICTS
+    if np.isnan(f).any() or len(t) != len(f) or np.isnan(t).any():
+        return INCONCLUSIVE
+    return VACUOUS if (t >= VACUOUS_RATIO).any() else SUPPORTS

@@ -1,9 +1,11 @@
 """The study's arithmetic and builders: seed statistics (known answers), the matched free model, preset recipes,
 the degenerate-schedule warning, the Lipschitz estimator (linear field of known norm)."""
+import json
 import math
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -56,7 +58,99 @@ def test_comparisons_pairs_by_seed():
     t = report.comparisons(cells, "ref")
     assert t.cell.tolist() == ["x"] and t.seeds.iloc[0] == 3
     assert t.diff_mean.iloc[0] == pytest.approx(2.5) and t.diff_std.iloc[0] == pytest.approx(0.5)
-    assert t.resolved.iloc[0] and t.verdict.iloc[0] == "ref higher (resolved)"
+    assert t.resolved.iloc[0] and t.finding.iloc[0] == "differs: ref higher"
+    assert t.p_vs_null.iloc[0] == pytest.approx(stats.p_value([2.0, 2.5, 3.0]))
+
+
+FAMILY = ["parallel", "jasmin_off", "layernorm", "uniform", "qkv_xavier", "mlp4"]
+
+
+def _write(path: Path, obj: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj))
+
+
+def _results(root: Path, ref=(0.80, 0.801, 0.799), free=(0.75, 0.752, 0.749), teacher=0.852, drop=None,
+             fraction=(1.0, 1.0, 1.0), tightness=(3.0, 4.0, 5.0), half=(-0.1, 0.1, 0.05)) -> Path:
+    """A fabricated results/ tree: 3 seeds of ref, free, ce and the ablation cells, the teacher's and 06's metrics.
+    `drop` (Acc@1 points per cell) lowers a cell below ref by that much in every seed; unset cells get noise only."""
+    noise = (0.3, -0.4, 0.1)
+    drop = {"layernorm": 5.0, **(drop or {})}
+    accs = {"ref": ref, "free": free, "ce": tuple(a + 0.01 for a in ref)}
+    for c in FAMILY:
+        accs[c] = tuple(r - (drop.get(c, 0.0) + n) / 100 for r, n in zip(ref, noise))
+    for cell, acc in accs.items():
+        for s, a in enumerate(acc):
+            _write(root / f"cells/{cell}/s{s}/metrics.json",
+                   {"cell": cell, "seed": s, "acc1": a, "acc3": a, "acc5": a, "acc1_sub_n": ref[s],
+                    "acc1_half_n": ref[s] + half[s] / 100, "acc1_double_n": ref[s], "params_m": 0.1,
+                    "encoder_params": 90000, "train_images": 6000, "epochs": 2, "converged": s != 2})
+    _write(root / "02_teacher/metrics.json", {"acc1": teacher, "params_m": 1.1, "encoder_params": 1080000})
+    lyap = {c: {f"seed{s}": {"r": r, "mean": m, "n": 100} for s, (r, m) in
+                enumerate(zip((-0.1, -0.12, -0.08), (0.1, 0.11, 0.12) if c == "ref" else (0.2, 0.22, 0.21)))}
+            for c in ("ref", "jasmin_off")}
+    _write(root / "06_dynamics/metrics.json", {
+        "lyapunov": lyap, "lyapunov_class": {"ref": {f"seed{s}": {"r": r, "n_classes": 10}
+                                                     for s, r in enumerate((0.3, 0.5, 0.4))}},
+        "prop1": {f"seed{s}": {"fraction_within": f, "tightness_min": t, "tightness_median": 10 * t, "L_max": 9.0,
+                               "paper_L": 0.5, "fraction_within_paper_L": 1.0}
+                  for s, (f, t) in enumerate(zip(fraction, tightness))}})
+    return root
+
+
+def _verdicts(root: Path) -> pd.Series:
+    return report.claims(str(root)).set_index("claim").verdict
+
+
+def test_claims_end_to_end_on_fabricated_results(tmp_path):
+    c = report.claims(str(_results(tmp_path / "a")))
+    assert list(c.columns[:6]) == ["claim", "statement", "source", "direction", "statistic", "unit"]
+    assert c.claim.tolist() == list(report.paper.CLAIMS)
+    v, row = c.set_index("claim").verdict, c.set_index("claim")
+    assert v.ts_minus_free == stats.SUPPORTS and row.loc["ts_minus_free", "vs_paper"] == "below the paper's"
+    assert row.loc["ts_minus_free", "ours_mean"] == pytest.approx(100 * (0.8 - 0.7503333333333333))
+    assert row.loc["ts_minus_free", "paper"].startswith("Small − free: C10 0.867 − 0.809 = +5.8 pt")
+    assert v.retention == stats.SUPPORTS  # 0.939 within +-1 pt / 0.852
+    assert (v.compression_total, v.compression_encoder) == (stats.FACT, stats.FACT)
+    assert row.loc["compression_total", "ours_mean"] == pytest.approx(11.0) and math.isnan(row.loc["compression_total", "ci_low"])
+    assert v.step_robustness_half == stats.SUPPORTS and v.step_robustness_double == stats.SUPPORTS  # exactly 0, no spread
+    assert v.centernorm_minus_layernorm == stats.SUPPORTS and row.loc["centernorm_minus_layernorm", "holm_p"] < 0.05
+    assert v.lie_trotter_minus_parallel == stats.INCONCLUSIVE
+    fam = row[row.holm_p.notna()]
+    assert sorted(fam.index) == sorted(["lie_trotter_minus_parallel", "jasmin_on_minus_off", "r1_minus_r4",
+                                        "centernorm_minus_layernorm", "softmax_minus_uniform_schedule",
+                                        "qkv_spectral_minus_xavier"])
+    np.testing.assert_allclose(fam.holm_p, stats.holm(fam.p_vs_null))
+    assert v.lyapunov_vs_correctness == stats.SUPPORTS and v.lyapunov_class_vs_accuracy == stats.CONTRADICTS
+    assert v.jasmin_on_minus_off_lyapunov == stats.SUPPORTS and v.prop1_bound == stats.SUPPORTS
+    assert v.ce_from_start_minus_published_curriculum == stats.NOT_A_CLAIM
+    assert row.loc["ce_from_start_minus_published_curriculum", "finding"] == stats.NOT_MEASURED  # no pub_curriculum
+    assert "2/3 converged" in row.loc["ts_minus_free", "budget"] and "6000 images x 2 epochs" in row.loc["ts_minus_free", "budget"]
+    counts = report.verdict_counts(c)
+    assert counts["supports"] == (c.verdict == stats.SUPPORTS).sum() and counts["fact"] == 2
+    assert report.summary_line(c).startswith(f"supports {counts['supports']} · contradicts {counts['contradicts']} · "
+                                             f"inconclusive {counts['inconclusive']} (apart: ")
+
+
+def test_claims_verdicts_flip_when_the_fabricated_accuracies_do(tmp_path):
+    v = _verdicts(_results(tmp_path / "b", free=(0.85, 0.852, 0.849), teacher=0.95, half=(-3.0, -3.5, -4.0),
+                           drop={"layernorm": -5.0, "mlp4": -3.0}, fraction=(1.0, 0.98, 1.0)))
+    assert v.ts_minus_free == stats.CONTRADICTS and v.retention == stats.CONTRADICTS
+    assert v.step_robustness_half == stats.CONTRADICTS and v.centernorm_minus_layernorm == stats.CONTRADICTS
+    assert v.r1_minus_r4 == stats.SUPPORTS and v.prop1_bound == stats.CONTRADICTS
+    assert _verdicts(_results(tmp_path / "c", tightness=(3.0, 40.0, 5.0))).prop1_bound == stats.VACUOUS
+    # a resolved ablation that Holm does not keep: 6 tests, raw p ~ 0.02 -> inconclusive
+    w = report.claims(str(_results(tmp_path / "d", drop={"layernorm": 0.0, "parallel": 1.0}))).set_index("claim")
+    r = w.loc["lie_trotter_minus_parallel"]
+    assert r.ci_low > 0 and r.holm_p >= 0.05 and r.verdict == stats.INCONCLUSIVE
+    with pytest.raises(ValueError, match="study.equivalence_margin_pts"):
+        report.claims(str(tmp_path / "d"), margin_pts=0.0)
+
+
+def test_no_verdict_is_typed_in_the_report():
+    src = (ROOT / "odevit" / "report.py").read_text()
+    for word in (stats.SUPPORTS, stats.CONTRADICTS, stats.INCONCLUSIVE, stats.VACUOUS, stats.FACT, stats.NOT_A_CLAIM):
+        assert f'"{word}"' not in src and f"'{word}'" not in src, word
 
 
 def test_degenerate_schedule_warns_and_min1_rule():
@@ -111,3 +205,25 @@ def test_published_preset_sets_every_switch_and_rescales_its_curriculum():
     s = config.parse("study", {"cells": {"ref": {}, "published": {"preset": str(path)}}})
     cfg, free = study.cell_config(config.parse("distill", {"epochs": 2}), s, "published")
     assert not free and cfg.solver == "parallel" and cfg.jasmin_detach and not cfg.head_norm and cfg.epochs == 2
+
+
+def test_ablation_table_holm_over_the_family_and_figures(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    root = _results(tmp_path / "e", drop={"parallel": 1.0})
+    cells = study.collect(str(root))
+    t = report.ablations(cells, "ref").set_index("cell")
+    fam = t[t.claim.map(lambda c: bool(c) and report.paper.claim(c).family)]
+    assert sorted(fam.index) == sorted(FAMILY)
+    np.testing.assert_allclose(fam.holm_p, stats.holm(fam.p_vs_null))
+    assert math.isnan(t.loc["free", "holm_p"]) and t.loc["free", "verdict"] == stats.SUPPORTS
+    assert t.loc["layernorm", "verdict"] == stats.SUPPORTS and t.loc["ce", "verdict"] == stats.NOT_A_CLAIM
+    assert t.loc["parallel", "resolved"] and t.loc["parallel", "verdict"] == stats.INCONCLUSIVE  # Holm p >= 0.05
+    fig = report.ablation_figure(t.reset_index(), "ref", report.budget_title(str(root)))
+    assert "3 seeds (paired), 6000 train images × 2 epochs" in fig._suptitle.get_text()
+    c = report.claims(str(root))
+    fig = report.claims_figure(c, "x")
+    shown = c[c.ours_mean.notna()]
+    assert len(fig.axes) == shown.unit.nunique()  # one panel per unit
+    assert sum(len(ax.get_yticks()) for ax in fig.axes) == len(shown)  # every claim with an estimate is drawn

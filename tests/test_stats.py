@@ -1,0 +1,128 @@
+"""Claims' statistics with known answers: t tests against 0 and against a value, two one-sided tests, Holm, the
+comparison with the paper's number, and every verdict flipping when the data do."""
+import math
+
+import numpy as np
+import pytest
+
+from odevit import stats
+
+T2_95 = 2.919985580355516  # t(0.95, 2): the 90 % interval with 3 values
+
+
+def _p_df2(t: float) -> float:
+    """Two-sided p of a t statistic with 2 degrees of freedom (closed form: F(t) = 1/2 + t / (2 sqrt(2 + t^2)))."""
+    return 1 - abs(t) / math.sqrt(2 + t * t)
+
+
+def test_p_value_against_zero_and_against_a_value():
+    assert stats.p_value([1.0, 2.0, 3.0]) == pytest.approx(_p_df2(2 / (1 / math.sqrt(3))))  # 0.0742
+    assert stats.p_value([1.0, 2.0, 3.0], 2.0) == pytest.approx(1.0)
+    assert stats.p_value([1.0, 2.0, 3.0], 5.0) == pytest.approx(_p_df2(-3 / (1 / math.sqrt(3))))
+    assert math.isnan(stats.p_value([1.0]))
+    assert stats.p_value([2.0, 2.0, 2.0], 0.0) == 0.0 and stats.p_value([2.0, 2.0], 2.0) == 1.0  # no spread
+
+
+def test_tost_known_answer():
+    d = [0.1, 0.2, -0.1]
+    m, se = np.mean(d), np.std(d, ddof=1) / math.sqrt(3)
+    t = stats.tost(d, 1.0)
+    assert t["ci90_low"] == pytest.approx(m - T2_95 * se) and t["ci90_high"] == pytest.approx(m + T2_95 * se)
+    # the larger one-sided p: against the upper margin, t = (m - 1) / se; one-sided p = two-sided p / 2
+    assert t["p"] == pytest.approx(_p_df2((m - 1) / se) / 2)
+    far = stats.tost([3.0, 3.5, 4.0], 1.0)
+    assert far["p"] > 0.5 and far["ci90_low"] > 1
+    with pytest.raises(ValueError, match="equivalence_margin_pts"):
+        stats.tost(d, 0.0)
+
+
+def test_holm_known_answer_and_nan():
+    # sorted 0.01, 0.03, 0.04 -> x3, x2, x1 = 0.03, 0.06, 0.04 -> running max 0.03, 0.06, 0.06
+    np.testing.assert_allclose(stats.holm([0.01, 0.04, 0.03]), [0.03, 0.06, 0.06])
+    h = stats.holm([0.01, math.nan, 0.04])  # NaN does not count: two tests
+    assert h[0] == pytest.approx(0.02) and math.isnan(h[1]) and h[2] == pytest.approx(0.04)
+
+
+def test_vs_paper_flips():
+    assert stats.vs_paper(1.0, 2.0, 5.8) == "below the paper's"
+    assert stats.vs_paper(5.0, 7.0, 5.8) == "consistent with the paper's"
+    assert stats.vs_paper(6.0, 7.0, 5.8) == "above the paper's"
+    assert stats.vs_paper(1.0, 2.0, None) == ""
+    e = stats.estimate([2.0, 2.5, 3.0], "greater", paper=5.8)
+    assert e["vs_paper"] == "below the paper's" and e["p_vs_paper"] == pytest.approx(_p_df2((2.5 - 5.8) / (0.5 / math.sqrt(3))))
+
+
+@pytest.mark.parametrize("direction, x, expected", [
+    ("greater", [2.0, 2.5, 3.0], stats.SUPPORTS),
+    ("greater", [-2.0, -2.5, -3.0], stats.CONTRADICTS),
+    ("greater", [1.0, -1.0, 0.5], stats.INCONCLUSIVE),
+    ("less", [2.0, 2.5, 3.0], stats.CONTRADICTS),
+    ("less", [-2.0, -2.5, -3.0], stats.SUPPORTS),
+    ("less", [1.0, -1.0, 0.5], stats.INCONCLUSIVE),
+    ("equivalent", [0.1, 0.2, -0.1], stats.SUPPORTS),  # 90 % CI [-0.19, 0.32] inside +-1
+    ("equivalent", [3.0, 3.5, 4.0], stats.CONTRADICTS),  # 95 % CI [2.26, 4.74] outside +-1
+    ("equivalent", [-1.05, -1.45, -1.85], stats.INCONCLUSIVE),  # 95 % CI [-2.44, -0.46] straddles -1
+    ("greater", [2.5], stats.INCONCLUSIVE),  # one seed: no interval
+    ("greater", [], stats.NOT_MEASURED),
+    ("none", [2.0, 2.5, 3.0], stats.NOT_A_CLAIM),
+    ("fact", [22.4, 22.4], stats.FACT),
+])
+def test_verdict_flips_with_the_data(direction, x, expected):
+    e = stats.estimate(x, direction, 0.0, margin=1.0 if direction == "equivalent" else None)
+    assert stats.verdict(e) == expected
+
+
+def test_equivalence_around_a_nonzero_centre_and_margin_size():
+    e = stats.estimate([0.94, 0.941, 0.939], "equivalent", null=0.939, margin=0.0108)
+    assert stats.verdict(e) == stats.SUPPORTS and e["ci90_low"] > 0.939 - 0.0108
+    e = stats.estimate([0.74, 0.75, 0.745], "equivalent", null=0.939, margin=0.0108)
+    assert stats.verdict(e) == stats.CONTRADICTS
+    wide = stats.estimate([0.1, 0.2, -0.1], "equivalent", margin=0.2)  # 90 % CI reaches 0.32 > 0.2
+    assert stats.verdict(wide) == stats.INCONCLUSIVE
+    with pytest.raises(ValueError, match="margin"):
+        stats.estimate([1.0, 2.0], "equivalent")
+    with pytest.raises(ValueError, match="direction"):
+        stats.estimate([1.0, 2.0], "bigger")
+
+
+def test_family_member_needs_the_holm_p():
+    e = stats.estimate([2.0, 2.5, 3.0], "greater")
+    assert stats.verdict(e, holm_p=0.01) == stats.SUPPORTS
+    assert stats.verdict(e, holm_p=0.2) == stats.INCONCLUSIVE
+    c = stats.estimate([-2.0, -2.5, -3.0], "greater")
+    assert stats.verdict(c, holm_p=0.03) == stats.CONTRADICTS and stats.verdict(c, holm_p=0.06) == stats.INCONCLUSIVE
+
+
+def test_bound_verdict_flips():
+    assert stats.bound_verdict([1.0, 1.0, 1.0], [2.0, 3.0, 4.0]) == stats.SUPPORTS
+    assert stats.bound_verdict([1.0, 1.0, 1.0], [2.0, 30.0, 4.0]) == stats.VACUOUS  # one seed's bound >= 10x everywhere
+    assert stats.bound_verdict([1.0, 0.99, 1.0], [2.0, 3.0, 4.0]) == stats.CONTRADICTS  # one error above the bound
+    assert stats.bound_verdict([1.0, 1.0], [math.nan, math.nan]) == stats.INCONCLUSIVE  # tightness not measured
+    assert stats.bound_verdict([], []) == stats.NOT_MEASURED
+
+
+def test_finding_names_the_higher_side():
+    assert stats.finding(stats.estimate([2.0, 2.5, 3.0], "none"), "ce", "pub") == "differs: ce higher"
+    assert stats.finding(stats.estimate([-2.0, -2.5, -3.0], "none"), "ce", "pub") == "differs: pub higher"
+    assert stats.finding(stats.estimate([1.0, -1.0, 0.5], "none"), "ce", "pub") == "no resolved difference"
+
+
+def test_paper_numbers_and_their_arithmetic():
+    from pathlib import Path
+
+    from odevit import paper
+
+    c = paper.CLAIMS
+    assert c["ts_minus_free"].value == pytest.approx(86.7 - 80.9) and "+7.8 pt" in c["ts_minus_free"].arithmetic
+    assert c["ts_ce_minus_free"].value == pytest.approx(72.1 - 57.9)
+    assert c["ts_ce_minus_free_rel"].value == pytest.approx(100 * (0.721 / 0.579 - 1), abs=1e-5)
+    assert c["retention"].value == pytest.approx(0.867 / 0.923, abs=1e-6) and c["retention"].direction == "equivalent"
+    assert c["r1_minus_r4"].value == pytest.approx(-1.8) and c["r1_minus_r4"].direction == "less"
+    assert c["compression_total"].value == pytest.approx(85 / 3.8, abs=1e-6)
+    assert c["jasmin_on_minus_off_lyapunov"].value == pytest.approx(0.2379 - 0.4045)
+    assert {k for k, v in c.items() if v.family} == {"lie_trotter_minus_parallel", "jasmin_on_minus_off", "r1_minus_r4",
+                                                     "centernorm_minus_layernorm", "softmax_minus_uniform_schedule",
+                                                     "qkv_spectral_minus_xavier"}
+    assert not any("§" in v.source or "§" in v.statement for v in c.values())  # no section number nobody can check
+    doc = Path(__file__).resolve().parents[1] / "docs" / "paper.md"
+    assert doc.read_text() == paper.markdown(), "python -m odevit.paper, then commit docs/paper.md"
