@@ -68,37 +68,50 @@ PROP1_STYLE = {  # series -> (label, colour, dashes)
 
 
 def prop1_figure(per_step: pd.DataFrame, tight: pd.DataFrame, metrics: Dict[str, dict], cell: str) -> Figure:
-    """Left: log10 of the error and of the bounds per step (mean over the images), one line per seed. Right:
-    log10(bound / error) of the model's solver with the measured L (min and median over the images); below 0 the
-    bound is violated, above 1 it holds but is vacuous (>= 10x the error)."""
+    """Left: log10 of the errors and of every bound per step (mean over the images), one line per seed and
+    series. Middle: the same without the measured-L bounds (the errors and the L = 1/2 bound on their own scale).
+    Right: log10(bound / error) of the model's solver with the measured L (min and median over the images); below
+    0 the bound is violated, above 1 it holds but is vacuous (>= 10x the error). One legend, below the panels."""
     v0 = next(iter(metrics.values()))
     seeds = sorted(per_step.seed.unique())
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.4), constrained_layout=True, gridspec_kw={"width_ratios": [1.4, 1]})
-    ax = axes[0]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), constrained_layout=True)
     markers = ["o", "s", "^", "D", "v"]
-    for k, (series, (label, colour, dash)) in enumerate(PROP1_STYLE.items()):
-        for j, s in enumerate(seeds):
-            d = per_step[(per_step.series == series) & (per_step.seed == s)]
-            ax.plot(d.step, d.log10_value, color=colour, dashes=dash or (None, None), marker=markers[j % 5], ms=3.5,
-                    lw=1.3, label=label if j == 0 else None)
+    order = ["error_parallel", "bound_parallel_measured_L", "error", "bound_measured_L", "bound_paper_L"]
+    for ax, series_shown in ((axes[0], order), (axes[1], [k for k in order if "measured" not in k])):
+        for series in series_shown:  # parallel first, wider and paler: the model's solver stays visible on top
+            label, colour, dash = PROP1_STYLE[series]
+            wide = "parallel" in series
+            for j, s in enumerate(seeds):
+                d = per_step[(per_step.series == series) & (per_step.seed == s)]
+                ax.plot(d.step, d.log10_value, color=colour, dashes=dash or (None, None), marker=markers[j % 5],
+                        ms=3.5, lw=3 if wide else 1.3, alpha=0.55 if wide else 1.0,
+                        label=label if (j == 0 and ax is axes[0]) else None)
+        ax.set_xlabel("step n"); ax.set_ylabel("log10 ‖X_n − X(t_n)‖  or  log10 bound_n")
+    axes[0].set_title("errors and bounds (log10, mean over images)", fontsize=10)
+    axes[1].set_title("zoom: errors and the L = 1/2 bound", fontsize=10)
     for j, s in enumerate(seeds):
-        ax.plot([], [], color="gray", marker=markers[j % 5], ls="none", label=f"seed {s} (L_max = "
-                f"{metrics[f'seed{s}']['L_max']:.1f})")
-    ax.set_xlabel("step n"); ax.set_ylabel("log10 ‖X_n − X(t_n)‖  or  log10 bound_n")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=8)
-    ax.set_title(f"Prop. 1 per step: {cell}, {seeds_label(seeds)}, {v0['n_images']} images each, "
-                 f"solver {v0['solver']}", fontsize=10)
-    ax = axes[1]
-    sns.lineplot(data=tight, x="step", y="log10_tightness", hue="seed", style="series", markers=True,
-                 palette="viridis", ax=ax)
-    ax.axhline(0, color="red", lw=1); ax.axhline(1, color="gray", lw=1, ls="--")
+        axes[0].plot([], [], color="gray", marker=markers[j % 5], ls="none",
+                     label=f"seed {s}: L_max = {metrics[f'seed{s}']['L_max']:.1f}")
+    ax = axes[2]
+    for j, s in enumerate(seeds):
+        for q, ls in (("min", "-"), ("median", "--")):
+            d = tight[(tight.seed == s) & (tight.series == q)]
+            ax.plot(d.step, d.log10_tightness, ls, color="C4", marker=markers[j % 5], ms=3.5,
+                    label=f"tightness, {q} over images" if j == 0 else None)
+    ax.axhline(0, color="red", lw=1); ax.axhline(1, color="gray", lw=1, ls=":")
     lo, hi = ax.get_ylim()
-    ax.text(ax.get_xlim()[1], 0, " violated below", color="red", va="top", ha="right", fontsize=8)
-    ax.text(ax.get_xlim()[1], 1, " vacuous above (≥ 10×)", color="gray", va="bottom", ha="right", fontsize=8)
     ax.set_ylim(min(lo, -0.5), max(hi, 1.5))
+    ax.text(0.99, 0, "violated below ", color="red", va="top", ha="right", fontsize=8,
+            transform=ax.get_yaxis_transform())
+    ax.text(0.99, 1, "vacuous above (≥ 10×) ", color="gray", va="bottom", ha="right", fontsize=8,
+            transform=ax.get_yaxis_transform())
     ax.set_xlabel("step n"); ax.set_ylabel("log10(bound / error), measured L")
-    ax.set_title("tightness, model's solver: min and median over images", fontsize=10)
-    _legend_outside(ax, fontsize=8)
+    ax.set_title("tightness, model's solver", fontsize=10)
+    h0, l0 = axes[0].get_legend_handles_labels()
+    h2, l2 = ax.get_legend_handles_labels()
+    fig.legend(h0 + h2, l0 + l2, loc="outside lower center", ncol=4, frameon=False, fontsize=8)
+    fig.suptitle(f"Proposition 1 at every step: {cell}, {seeds_label(seeds)}, {v0['n_images']} images each, model's "
+                 f"solver {v0['solver']} (parallel Euler: wide pale lines)", fontsize=11)
     return fig
 
 
