@@ -144,8 +144,8 @@ def fidelity_figure(fid: pd.DataFrame, cell: str, n_images: int) -> Figure:
     sns.lineplot(data=fid.assign(series=fid.series.map(names)), x="layer", y="relative_distance", hue="series",
                  style="series", markers=True, errorbar="sd", ax=ax)
     ax.set_ylabel("relative distance (CLS)"); ax.set_xlabel("teacher layer l")
-    ax.set_title(f"fidelity: {cell}, {seeds_label(fid.seed.unique())} (band: sd over seeds), {n_images} images",
-                 fontsize=10)
+    band = " (band: sd over seeds)" if fid.seed.nunique() > 1 else ""
+    ax.set_title(f"fidelity: {cell}, {seeds_label(fid.seed.unique())}{band}, {n_images} images each", fontsize=10)
     _legend_outside(ax, fontsize=8)
     return fig
 
@@ -267,9 +267,11 @@ def what_this_run_shows(metrics: dict, reference: str, test_limit: int) -> str:
 
     fid = metrics["fidelity"]
     return (f"**What this run shows** ({reference}, {len(ly)} seed(s), {test_limit} test images each). "
-            f"Per image, CLS exponent vs correctness: point-biserial r = {_join(rs, '.3f')}, {direction(rs)}. "
-            f"Per class (Fig. 4's unit, {next(iter(lc.values()))['n_classes']} classes): Pearson r = "
-            f"{_join(rc, '.2f')} (p = {_join([v['p_value'] for v in lc.values()], '.2g')}), {direction(rc)}. "
+            f"Per image, CLS exponent vs correctness: point-biserial r = {_join(rs, '.3f')}, {direction(rs)}; "
+            f"its 95 % interval excludes 0 in {sum(v['ci_low'] > 0 or v['ci_high'] < 0 for v in ly.values())} of "
+            f"{len(ly)}. Per class (Fig. 4's unit, {next(iter(lc.values()))['n_classes']} classes): Pearson r = "
+            f"{_join(rc, '.2f')} (p = {_join([v['p_value'] for v in lc.values()], '.2g')}), {direction(rc)}; "
+            f"p < 0.05 in {sum(v['p_value'] < 0.05 for v in lc.values())} of {len(lc)}. "
             f"Prop. 1 along the model's solver ({v0['solver']}, {v0['n_images']} images) with the measured L (max "
             f"{_join([v['L_max'] for v in p1.values()], '.1f')}): within at a fraction "
             f"{_join([v['fraction_within'] for v in p1.values()], '.3f')} of (image, step) pairs, tightness (bound ÷ "

@@ -99,7 +99,8 @@ def test_lyapunov_legend_sits_outside_the_axes():
 
 
 METRICS = {
-    "lyapunov": {"ref": {"seed0": {"r": 0.05}, "seed1": {"r": 0.1}}},
+    "lyapunov": {"ref": {"seed0": {"r": 0.05, "ci_low": -0.01, "ci_high": 0.11},
+                         "seed1": {"r": 0.1, "ci_low": 0.04, "ci_high": 0.16}}},
     "lyapunov_class": {"ref": {"seed0": {"r": 0.4, "p_value": 0.2, "n_classes": 10},
                                "seed1": {"r": 0.6, "p_value": 0.05, "n_classes": 10}}},
     "prop1": {f"seed{s}": {"solver": "lie_trotter", "n_images": 16, "L_max": 10.0, "fraction_within": 1.0,
@@ -113,10 +114,13 @@ METRICS = {
 def test_summary_text_follows_the_metrics():
     t = P.what_this_run_shows(METRICS, "ref", 2000)
     assert t.count("positive in every seed") == 2 and "holds, vacuous, holds, vacuous" in t and "is not a" in t
+    assert "excludes 0 in 1 of 2" in t and "p < 0.05 in 0 of 2" in t
     m = copy.deepcopy(METRICS)
     for d in (m["lyapunov"]["ref"], m["lyapunov_class"]["ref"]):
         for v in d.values():
             v["r"] = -v["r"]
+            if "ci_low" in v:
+                v["ci_low"], v["ci_high"] = -v["ci_high"], -v["ci_low"]
     for v in m["prop1"].values():
         v.update(holds=False, vacuous=False, L_max=0.4)
     t = P.what_this_run_shows(m, "ref", 2000)
