@@ -97,10 +97,35 @@ def cls_lyapunov(model: ODEViT, x0: torch.Tensor, num_steps: Optional[int] = Non
 
 
 # --------------------------------------------------------------------------------------- Proposition 1: Euler bound
-def prop1_bound(lipschitz: torch.Tensor, t: torch.Tensor, h: float, sup_acc: torch.Tensor) -> torch.Tensor:
-    """Proposition 1 at every t_n: (e^{L t_n} - 1) / (2 L) * h * sup||X''||. lipschitz, sup_acc (B,); t (N+1,).
+LN10 = math.log(10.0)
+
+
+def log_expm1(x: torch.Tensor) -> torch.Tensor:
+    """log(e^x - 1) for x >= 0 without overflow: x + log1p(-e^{-x}) for x > log 2, log(expm1(x)) below
+    (-inf at x = 0). Float64."""
+    x = torch.as_tensor(x, dtype=torch.float64)
+    big = x > math.log(2.0)
+    return torch.where(big, x + torch.log1p(-torch.exp(-x.clamp_min(math.log(2.0)))),
+                       torch.log(torch.expm1(x.clamp_max(math.log(2.0)))))
+
+
+def log_prop1_bound(lipschitz: torch.Tensor, t: torch.Tensor, h: float, sup_acc: torch.Tensor) -> torch.Tensor:
+    """Natural log of Proposition 1 at every t_n, in float64 and log space (finite at any L t):
+        log bound_n = log(e^{L t_n} - 1) - log(2 L) + log(h M)
+    (-> log(t_n h M / 2) as L -> 0; -inf at t_n = 0, where the bound is 0). lipschitz, sup_acc (B,); t (N+1,).
     Returns (B, N+1)."""
-    return torch.expm1(lipschitz[:, None] * t[None]) / (2 * lipschitz[:, None]) * h * sup_acc[:, None]
+    L = torch.as_tensor(lipschitz, dtype=torch.float64).reshape(-1, 1)
+    M = torch.as_tensor(sup_acc, dtype=torch.float64).reshape(-1, 1)
+    t = torch.as_tensor(t, dtype=torch.float64).reshape(1, -1)
+    Ls = L.clamp_min(1e-300)
+    growth = torch.where(L > 0, log_expm1(Ls * t) - torch.log(2 * Ls), torch.log(t / 2))
+    return growth + math.log(h) + torch.log(M)
+
+
+def prop1_bound(lipschitz: torch.Tensor, t: torch.Tensor, h: float, sup_acc: torch.Tensor) -> torch.Tensor:
+    """Proposition 1 at every t_n: (e^{L t_n} - 1) / (2 L) * h * sup||X''||, float64 (exp of `log_prop1_bound`:
+    inf only beyond 1.8e308; compare in log space). lipschitz, sup_acc (B,); t (N+1,). Returns (B, N+1)."""
+    return torch.exp(log_prop1_bound(lipschitz, t, h, sup_acc))
 
 
 def second_derivative_sup(states: Sequence[torch.Tensor], h: float) -> torch.Tensor:
@@ -111,9 +136,11 @@ def second_derivative_sup(states: Sequence[torch.Tensor], h: float) -> torch.Ten
 
 
 def euler_bound(sup_acc: torch.Tensor, lipschitz: float, horizon: float, num_steps: int) -> torch.Tensor:
-    """Global error bound of explicit Euler: h/(2L) (e^{L T} - 1) sup||X''||; with T = 1: (e^L - 1)/(2 L N) sup||X''||."""
+    """Global error bound of explicit Euler at t = T: h/(2L) (e^{L T} - 1) sup||X''|| (T = 1: (e^L - 1)/(2 L N) M),
+    float64 via `log_prop1_bound` (no float32 overflow). sup_acc (B,). Returns (B,)."""
     h = horizon / num_steps
-    return sup_acc * h * math.expm1(lipschitz * horizon) / (2 * lipschitz)
+    L = torch.full((sup_acc.shape[0],), float(lipschitz), dtype=torch.float64)
+    return torch.exp(log_prop1_bound(L, torch.tensor([horizon]), h, sup_acc.double().cpu()))[:, 0]
 
 
 @torch.no_grad()
@@ -132,23 +159,38 @@ def reference_solution(model: ODEViT, x0: torch.Tensor, rtol: float = 1e-7, atol
 
 @torch.no_grad()
 def convergence_study(model: ODEViT, x0: torch.Tensor, steps: Sequence[int], lipschitz: float = 0.5,
-                      solver: str = "parallel") -> Dict[str, object]:
-    """Measured error ||X_N - X_ref(T)|| vs the Euler bound, for N in `steps`; observed order = -slope in log-log.
+                      solver: str = "parallel", measured_lipschitz: Optional[float] = None) -> Dict[str, object]:
+    """Measured error ||X_N - X_ref(T)|| vs the Euler bound at T, for N in `steps`; observed order = -slope in log-log.
 
     Uses the unsplit Euler step ('parallel', the scheme Prop. 1 bounds) by default; pass the model's solver name to
-    see how far its own scheme is from the ODE. Returns per-N mean error, mean bound and the fitted order.
+    see how far its own scheme is from the ODE. M = sup||X''|| by central differences of the N+1 states (the
+    published code's empirical variant). Per N: mean error, mean bound with `lipschitz` (and its log10), and with
+    `measured_lipschitz` the log10 of the mean bound with that L (log space: finite at any L T); the fitted order.
     """
+    from scipy.special import logsumexp
+
     from .solvers import get_solver
 
     ref = reference_solution(model, x0)
     rows = []
     sol = get_solver(solver)
+    t_end = torch.tensor([model.horizon])
     for N in steps:
         states = sol.integrate(model.field, x0, N, model.horizon)
         err = (states[-1] - ref).flatten(1).norm(dim=-1)
-        bound = euler_bound(second_derivative_sup(states, model.horizon / N), lipschitz, model.horizon, N) \
-            if N >= 2 else torch.full_like(err, float("nan"))
-        rows.append({"N": N, "h": model.horizon / N, "error": err.mean().item(), "bound": bound.mean().item()})
+        h = model.horizon / N
+        row = {"N": N, "h": h, "error": err.mean().item()}
+        M = second_derivative_sup(states, h).double().cpu() if N >= 2 else None
+        for key, L in (("", lipschitz), ("_measured_L", measured_lipschitz)):
+            if key and L is None:
+                continue
+            if M is None:
+                row[f"log10_bound{key}"] = math.nan
+            else:
+                lb = log_prop1_bound(torch.full_like(M, float(L)), t_end, h, M)[:, 0].numpy()
+                row[f"log10_bound{key}"] = float((logsumexp(lb) - math.log(len(lb))) / LN10)
+        row["bound"] = 10.0 ** row["log10_bound"] if row["log10_bound"] < 300 else math.inf  # see log10_bound
+        rows.append(row)
     hs = np.log([r["h"] for r in rows])
     order = float(np.polyfit(hs, np.log([r["error"] for r in rows]), 1)[0])
     return {"rows": rows, "order": order}
@@ -192,12 +234,19 @@ def cls_attention_over_time(model: ODEViT, x: torch.Tensor) -> torch.Tensor:
     return A.reshape(*A.shape[:3], g, g)
 
 
+def pca_2d_explained(*groups: torch.Tensor) -> Tuple[List[np.ndarray], np.ndarray]:
+    """Project several (n_i, D) point sets on the top-2 principal axes of their union; also the fraction of the
+    union's variance each axis explains, (2,)."""
+    X = torch.cat([g.double() for g in groups])
+    mu = X.mean(0, keepdim=True)
+    _, S, V = torch.linalg.svd(X - mu, full_matrices=False)
+    explained = (S[:2] ** 2 / (S ** 2).sum()).numpy()
+    return [((g.double() - mu) @ V[:2].T).numpy() for g in groups], explained
+
+
 def pca_2d(*groups: torch.Tensor) -> List[np.ndarray]:
     """Project several (n_i, D) point sets on the top-2 principal axes of their union."""
-    X = torch.cat([g.float() for g in groups])
-    mu = X.mean(0, keepdim=True)
-    _, _, V = torch.linalg.svd(X - mu, full_matrices=False)
-    return [((g.float() - mu) @ V[:2].T).numpy() for g in groups]
+    return pca_2d_explained(*groups)[0]
 
 
 # ---------------------------------------------------------------------------------------------- adaptive halting
@@ -300,41 +349,88 @@ def mlp_lipschitz_upper(model: ODEViT) -> float:
 
 @torch.no_grad()
 def prop1_per_step(model: ODEViT, x0: torch.Tensor, lipschitz: Optional[float] = None, iters: int = 20,
-                   rtol: float = 1e-7, atol: float = 1e-7) -> Dict[str, np.ndarray]:
-    """Proposition 1 at every step n of explicit Euler (X_{n+1} = X_n + h psi(X_n)) with the model's N and h:
-        error_n = ||X_n - X(t_n)||   (X(t) by dopri5 in float64 at every t_n)
-        bound_n = (e^{L t_n} - 1) / (2 L) * h * M,   M = sup_t ||X''(t)||,  X'' = J_psi(X) psi(X) (exact, by jvp)
-    L per sample = the largest sigma_max(J_psi) met along its reference and Euler states (power iteration: a
-    measured lower bound on the local Lipschitz constant), or the given `lipschitz`. M is the largest ||X''||
-    over the same states. Returns per-sample arrays: error (B, N+1), bound (B, N+1), L (B,), M (B,)."""
+                   rtol: float = 1e-7, atol: float = 1e-7, solver: Optional[str] = None,
+                   m_refine: int = 4) -> Dict[str, np.ndarray]:
+    """Proposition 1 at every step n, in float64, along the model's own solver and along unsplit Euler (the
+    scheme the proposition is stated for), with the model's N and h = T/N:
+        error_n = ||X_n - X(t_n)||   (X(t) by dopri5 in float64 at every t_n; Frobenius norm over tokens x features)
+        bound_n = (e^{L t_n} - 1) / (2 L) * h * M,   M = sup_t ||X''(t)|| along the exact solution,
+    X'' = J_psi(X) psi(X) exact (by jvp), its sup taken on a grid `m_refine` times finer than the steps.
+    L per sample = the largest sigma_max(J_psi) met along the reference states and the scheme's states (power
+    iteration: a measured lower bound on the local Lipschitz constant; the proof needs L on the region between
+    them), or the given `lipschitz` for both schemes. The bound is kept as its log10 (never inf).
+
+    Returns per-sample arrays, (B, N+1) unless noted: error, error_parallel, log10_bound (model's solver, its L),
+    log10_bound_parallel (parallel Euler, its L); L, L_parallel, M (B,); sigma (B, S) every sigma_max met;
+    t (N+1,); and `solver` (the name)."""
     from torchdiffeq import odeint
 
     from .solvers import get_solver
 
     N, T = model.num_steps, model.horizon
     h = T / N
+    name = solver or model.solver_name
     with explicit_attention(model):
         field = model.field.double()
         try:
             x0 = x0.double()
             t = torch.linspace(0.0, T, N + 1, dtype=torch.float64, device=x0.device)
-            ref = odeint(field, x0, t, method="dopri5", rtol=rtol, atol=atol)  # (N+1, B, T, D)
-            euler = get_solver("parallel").integrate(field, x0, N, T)
+            tf = torch.linspace(0.0, T, m_refine * N + 1, dtype=torch.float64, device=x0.device)
+            ref_fine = odeint(field, x0, tf, method="dopri5", rtol=rtol, atol=atol)  # (m N + 1, B, T, D)
+            ref = ref_fine[::m_refine]  # X(t_n)
+            own = get_solver(name).integrate(field, x0, N, T)
+            par = get_solver("parallel").integrate(field, x0, N, T)
             psi = field_fn(model)
-            L = torch.zeros(x0.shape[0], dtype=torch.float64, device=x0.device)
-            M = torch.zeros_like(L)
-            for X in list(ref) + list(euler):
-                with torch.enable_grad():
-                    L = torch.maximum(L, jacobian_sigma_max(psi, X, iters))
+            M = torch.zeros(x0.shape[0], dtype=torch.float64, device=x0.device)
+            for X in ref_fine:
                 _, acc = jvp(psi, (X,), (psi(X),))  # X'' = J psi
                 M = torch.maximum(M, acc.flatten(1).norm(dim=1))
-            err = torch.stack([(e - r).flatten(1).norm(dim=1) for e, r in zip(euler, ref)], 1)  # (B, N+1)
-            Lb = L if lipschitz is None else torch.full_like(L, float(lipschitz))
-            bound = prop1_bound(Lb, t, h, M)
+
+            def sigmas(states: Sequence[torch.Tensor]) -> torch.Tensor:
+                with torch.enable_grad():
+                    return torch.stack([jacobian_sigma_max(psi, X, iters) for X in states], 1)  # (B, S)
+
+            s_ref, s_own, s_par = sigmas(ref), sigmas(own[1:]), sigmas(par[1:])
+            L_own = torch.maximum(s_ref.amax(1), s_own.amax(1))
+            L_par = torch.maximum(s_ref.amax(1), s_par.amax(1))
+
+            def err(states: Sequence[torch.Tensor]) -> torch.Tensor:
+                return torch.stack([(e - r).flatten(1).norm(dim=1) for e, r in zip(states, ref)], 1)  # (B, N+1)
+
+            out = {}
+            for key, states, L in (("", own, L_own), ("_parallel", par, L_par)):
+                Lb = L if lipschitz is None else torch.full_like(L, float(lipschitz))
+                out[f"error{key}"] = err(states).cpu().numpy()
+                out[f"log10_bound{key}"] = (log_prop1_bound(Lb.cpu(), t.cpu(), h, M.cpu()) / LN10).numpy()
         finally:
             model.field.float()
-    return {"error": err.float().cpu().numpy(), "bound": bound.float().cpu().numpy(), "L": L.cpu().numpy(),
-            "M": M.cpu().numpy(), "t": t.cpu().numpy()}
+    return {**out, "L": L_own.cpu().numpy(), "L_parallel": L_par.cpu().numpy(), "M": M.cpu().numpy(),
+            "sigma": torch.cat([s_ref, s_own, s_par], 1).cpu().numpy(), "t": t.cpu().numpy(), "solver": name}
+
+
+def _log10(x: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore"):
+        return np.log10(x)
+
+
+def _pow10(x: float) -> Optional[float]:
+    """10^x as a float, None where it would overflow (x >= 308: keep the log10)."""
+    return 10.0 ** x if x < 308 or math.isnan(x) else None
+
+
+def prop1_summary(error: np.ndarray, log10_bound: np.ndarray) -> Dict[str, float]:
+    """Over images and steps n >= 1: the fraction of (image, step) pairs with error <= bound (compared in log10),
+    and the tightness bound / error (min, median; pairs with error 0 left out) with its log10; `vacuous` when even
+    the tightest pair has bound >= 10 x error ("holds, vacuous"), `holds` when every pair is within."""
+    le, lb = _log10(error[:, 1:]), log10_bound[:, 1:]
+    ratio = (lb - le)[np.isfinite(le)]  # log10 tightness
+    lo = float(ratio.min()) if ratio.size else math.nan
+    med = float(np.median(ratio)) if ratio.size else math.nan
+    within = float((le <= lb).mean())
+    return {"fraction_within": within, "holds": bool(within == 1.0),
+            "log10_tightness_min": lo, "log10_tightness_median": med,
+            "tightness_min": _pow10(lo), "tightness_median": _pow10(med),
+            "vacuous": bool(lo >= 1.0), "log10_bound_max": float(lb.max())}
 
 
 # ------------------------------------------------------------------------------- per-sample exponents, fidelity
@@ -397,50 +493,103 @@ def lyapunov_study(models: Dict[Tuple[str, int], ODEViT], loader: Iterable,
         metrics.setdefault(c, {})[seed_key(s)] = {**stats.point_biserial(g.lyapunov, g.correct),
                                                   "auc": stats.auc(g.lyapunov, ~g.correct),
                                                   "mean": float(g.lyapunov.mean())}
-    per_class = (per_image.groupby(["cell", "seed", "label"])
-                 .agg(lyapunov=("lyapunov", "mean"), acc1=("correct", "mean"), n=("correct", "size"))
-                 .reset_index().assign(series=lambda t: t.cell))
-    return per_image, per_class, metrics
+    return per_image, per_class_table(per_image), metrics
+
+
+def per_class_table(per_image: "pd.DataFrame") -> "pd.DataFrame":
+    """Per (cell, seed, class) of a per-image table (columns cell, seed, label, correct, lyapunov): the mean
+    exponent, the class Acc@1 and the number of images; `series` = the cell (for `dvc plots`)."""
+    return (per_image.groupby(["cell", "seed", "label"])
+            .agg(lyapunov=("lyapunov", "mean"), acc1=("correct", "mean"), n=("correct", "size"))
+            .reset_index().assign(series=lambda t: t.cell))
+
+
+def lyapunov_class_correlation(per_class: "pd.DataFrame") -> Dict[str, Dict[str, dict]]:
+    """The paper's unit (Fig. 4 caption: per class): per (cell, seed), Pearson r of the class mean exponent vs the
+    class Acc@1 over the classes (scipy.stats.pearsonr), its two-sided p value and n_classes. r < 0 is the paper's
+    reading (classes with larger exponents are classified worse). r and p are NaN with fewer than 3 classes or a
+    constant column. Returns {cell: {"seed<s>": {r, p_value, n_classes}}}."""
+    from scipy import stats as sst
+
+    out: Dict[str, Dict[str, dict]] = {}
+    for (c, s), g in per_class.groupby(["cell", "seed"]):
+        n = len(g)
+        if n < 3 or g.lyapunov.nunique() < 2 or g.acc1.nunique() < 2:
+            r, p = math.nan, math.nan
+        else:
+            res = sst.pearsonr(g.lyapunov.to_numpy(np.float64), g.acc1.to_numpy(np.float64))
+            r, p = float(res.statistic), float(res.pvalue)
+        out.setdefault(c, {})[seed_key(s)] = {"r": r, "p_value": p, "n_classes": int(n)}
+    return out
+
+
+def _log10_mean(log10_values: np.ndarray, axis: int = 0) -> np.ndarray:
+    """log10 of the mean of 10^values along `axis`, without leaving log space (logsumexp)."""
+    from scipy.special import logsumexp
+
+    return (logsumexp(log10_values * LN10, axis=axis) - math.log(log10_values.shape[axis])) / LN10
 
 
 def prop1_study(models: Dict[int, ODEViT], x: torch.Tensor, iters: int,
-                paper_lipschitz: float) -> Tuple["pd.DataFrame", Dict[str, dict]]:
-    """Proposition 1 at every step for each seed's model (`prop1_per_step` on the same images): mean over the images
-    of the Euler error, the bound with the measured L and the bound with `paper_lipschitz`, as series 'error',
-    'bound_measured_L', 'bound_paper_L' (step 0 left out: error and bound are 0). Metrics per seed: the fraction
-    of (image, step) pairs within each bound, the measured L (max, median), M = sup||X''|| and the MLP's upper
-    Lipschitz bound."""
+                paper_lipschitz: float) -> Tuple["pd.DataFrame", "pd.DataFrame", Dict[str, dict]]:
+    """Proposition 1 at every step for each seed's model (`prop1_per_step` on the same images), along the model's
+    own solver and along unsplit Euler.
+
+    per_step (one row per seed, step n >= 1, series; log10 of the mean over the images, step 0 left out: error and
+    bound are 0): 'error' and 'bound_measured_L' (model's solver), 'error_parallel' and 'bound_parallel_measured_L'
+    (unsplit Euler), 'bound_paper_L' (L = paper_lipschitz; M is the exact solution's, so it serves both schemes).
+    tightness (seed, step, series 'min' / 'median' over the images): log10(bound / error), model's solver.
+    metrics["seed<s>"]: `prop1_summary` of the model's solver with the measured L (fraction_within, holds,
+    tightness_min/median and their log10, vacuous, log10_bound_max), fraction_within_parallel and
+    tightness_min_parallel, fraction_within_paper_L (model's solver, L = paper_L), L_max / L_median (per-image
+    largest sigma_max), sigma_max_median (median of every sigma_max met: L = 1/2 is no Lipschitz constant of psi
+    when it is larger), M_max, paper_L, mlp_lipschitz_upper, solver, n_images."""
     import pandas as pd
 
-    rows, metrics = [], {}
+    rows, tight, metrics = [], [], {}
     for s, m in models.items():
         x0 = m.embed(x).detach()
         r = prop1_per_step(m, x0, iters=iters)
-        # the same trajectories and M, only L differs: the paper-L bound needs no second integration
-        M, t = torch.from_numpy(r["M"]), torch.from_numpy(r["t"])
-        bound_paper = prop1_bound(torch.full_like(M, float(paper_lipschitz)), t, m.horizon / m.num_steps, M)
-        bound_paper = bound_paper.float().numpy()
+        h = m.horizon / m.num_steps
+        lb_paper = (log_prop1_bound(torch.full((len(r["M"]),), float(paper_lipschitz)), torch.from_numpy(r["t"]), h,
+                                    torch.from_numpy(r["M"])) / LN10).numpy()
+        own, par = prop1_summary(r["error"], r["log10_bound"]), prop1_summary(r["error_parallel"],
+                                                                              r["log10_bound_parallel"])
         metrics[seed_key(s)] = {
-            "fraction_within": float((r["error"][:, 1:] <= r["bound"][:, 1:]).mean()),
-            "fraction_within_paper_L": float((r["error"][:, 1:] <= bound_paper[:, 1:]).mean()),
-            "L_max": float(r["L"].max()), "L_median": float(np.median(r["L"])), "M_max": float(r["M"].max()),
-            "paper_L": paper_lipschitz, "mlp_lipschitz_upper": mlp_lipschitz_upper(m)}
+            **own, "fraction_within_parallel": par["fraction_within"], "tightness_min_parallel": par["tightness_min"],
+            "fraction_within_paper_L": prop1_summary(r["error"], lb_paper)["fraction_within"],
+            "L_max": float(r["L"].max()), "L_median": float(np.median(r["L"])),
+            "sigma_max_median": float(np.median(r["sigma"])), "M_max": float(r["M"].max()),
+            "paper_L": float(paper_lipschitz), "mlp_lipschitz_upper": mlp_lipschitz_upper(m), "solver": r["solver"],
+            "n_images": int(x.shape[0])}
+        series = {"error": _log10(r["error"]), "bound_measured_L": r["log10_bound"],
+                  "error_parallel": _log10(r["error_parallel"]), "bound_parallel_measured_L": r["log10_bound_parallel"],
+                  "bound_paper_L": lb_paper}
+        means = {k: _log10_mean(v) for k, v in series.items()}
+        ratio = r["log10_bound"][:, 1:] - _log10(r["error"][:, 1:])  # (B, N), log10 tightness of steps 1..N
         for n in range(1, r["error"].shape[1]):
-            for series, v in (("error", r["error"]), ("bound_measured_L", r["bound"]), ("bound_paper_L", bound_paper)):
-                rows.append({"seed": s, "step": n, "t": float(r["t"][n]), "series": series, "value": float(v[:, n].mean())})
-    return pd.DataFrame(rows), metrics
+            t_n = float(r["t"][n])
+            rows += [{"seed": s, "step": n, "t": t_n, "series": k, "log10_value": float(v[n])} for k, v in means.items()]
+            ok = ratio[:, n - 1][np.isfinite(ratio[:, n - 1])]
+            if ok.size:
+                tight += [{"seed": s, "step": n, "t": t_n, "series": "min", "log10_tightness": float(ok.min())},
+                          {"seed": s, "step": n, "t": t_n, "series": "median", "log10_tightness": float(np.median(ok))}]
+    return pd.DataFrame(rows), pd.DataFrame(tight), metrics
 
 
-def convergence_table(model: ODEViT, x0: torch.Tensor, steps: Sequence[int],
-                      lipschitz: float) -> Tuple["pd.DataFrame", Dict[str, float]]:
+def convergence_table(model: ODEViT, x0: torch.Tensor, steps: Sequence[int], lipschitz: float,
+                      measured_lipschitz: Optional[float] = None) -> Tuple["pd.DataFrame", Dict[str, float]]:
     """`convergence_study` for unsplit Euler and for the model's own solver (explicit attention, as in training):
-    error ||X_N - X(T)|| per N as series 'euler_parallel' and 'model_<solver>'; the observed orders."""
+    error ||X_N - X(T)|| per N as series 'euler_parallel' and 'model_<solver>', beside the bound at T with
+    `lipschitz` (bound, log10_bound) and, if given, with `measured_lipschitz` (log10_bound_measured_L);
+    the observed orders."""
     import pandas as pd
 
     out, orders = [], {}
     with explicit_attention(model):
         for series, solver in (("euler_parallel", "parallel"), (f"model_{model.solver_name}", model.solver_name)):
-            r = convergence_study(model, x0, steps, lipschitz=lipschitz, solver=solver)
+            r = convergence_study(model, x0, steps, lipschitz=lipschitz, solver=solver,
+                                  measured_lipschitz=measured_lipschitz)
             out.append(pd.DataFrame(r["rows"]).assign(series=series))
             orders[series] = r["order"]
     return pd.concat(out, ignore_index=True), {"order_parallel": orders["euler_parallel"],

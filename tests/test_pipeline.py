@@ -136,7 +136,9 @@ def test_metric_keys_are_plain_identifiers(repro):
 SERIES_PLOTS = {  # multi-series CSV -> the series it must hold (one line each in `dvc plots show`)
     "results/05_ablations/robustness.csv": set(TINY["study"]["cells"]),
     "results/06_dynamics/lyapunov_per_class.csv": set(TINY["dynamics"]["cells"]),
-    "results/06_dynamics/prop1_per_step.csv": {"error", "bound_measured_L", "bound_paper_L"},
+    "results/06_dynamics/prop1_per_step.csv": {"error", "bound_measured_L", "bound_paper_L", "error_parallel",
+                                               "bound_parallel_measured_L"},
+    "results/06_dynamics/prop1_tightness.csv": {"min", "median"},
     "results/06_dynamics/euler_bound.csv": {"euler_parallel", "model_lie_trotter"},
     "results/06_dynamics/fidelity.csv": {"student", "teacher_step"},
     "results/06_dynamics/halting.csv": {"increment", "increment_or_stable"},
