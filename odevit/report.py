@@ -229,7 +229,7 @@ def claims(results: str = "results", reference: str = "ref", margin_pts: float =
                      budget(cells, [reference, "jasmin_off"])))
     p1 = dyn.get("prop1", {})
     fr = [v.get("fraction_within", math.nan) for v in p1.values()]
-    tight = [v.get("tightness_min", math.nan) for v in p1.values()]
+    tight = [v.get("tightness_median", math.nan) for v in p1.values()]
     e = {"n": len(fr), "mean": float(np.min(fr)) if fr else math.nan, "std": math.nan, "ci_low": math.nan,
          "ci_high": math.nan}
     row = _row("prop1_bound", e, f"{dyn_path}: prop1", budget(cells, [reference]),

@@ -208,13 +208,14 @@ def finding(e: Mapping[str, float], a: str = "a", b: str = "b") -> str:
     return f"differs: {a if e['ci_low'] > e['null'] else b} higher"
 
 
-def bound_verdict(fraction_within: Sequence[float], tightness_min: Sequence[float]) -> str:
+def bound_verdict(fraction_within: Sequence[float], tightness_median: Sequence[float]) -> str:
     """A bound that can fail: contradicts if any seed has a measured error above the bound (fraction_within < 1);
-    holds, vacuous if it holds everywhere but some seed's bound is >= 10x the error at every (image, step)
-    (its tightness_min >= 10); supports if it holds and every seed's bound comes within 10x somewhere; not measured
-    without data (NaN tightness: inconclusive at this budget)."""
+    holds, vacuous if it holds everywhere but some seed's bound is >= 10x the error at the typical (image, step)
+    (its median tightness bound / error >= 10: a bound that is informative at one early step only is still
+    vacuous); supports if it holds and every seed's median tightness is < 10; inconclusive at this budget without
+    data (NaN tightness)."""
     f = np.asarray(fraction_within, dtype=np.float64)
-    t = np.asarray(tightness_min, dtype=np.float64)
+    t = np.asarray(tightness_median, dtype=np.float64)
     if len(f) == 0:
         return NOT_MEASURED
     if (f < 1.0).any():
