@@ -30,7 +30,10 @@ class Base:
     image_size: int = 28
     channels: int = 1
     normalize: str = "dataset"
-    train_limit: int = 0  # 0 = the whole split; a tiny run uses a subset
+    train_limit: int = 0  # first n of the training images left after val_size (0 = all of them)
+    val_size: int = 5000  # the LAST n images of the training split, held out for selection (0 = none)
+    select_on: str = "val"  # val: best.pt and early stopping on validation Acc@1 | test: the authors' test selection
+    converge_window: int = 2  # epochs whose best validation Acc@1 must gain < min_delta_pts for `converged`
     test_limit: int = 0
     synthetic_size: int = 512
     batch_size: int = 128
@@ -47,6 +50,8 @@ class Optim:
     clip: float = 1.0
     label_smoothing: float = 0.1
     augment: bool = False
+    patience: int = 0  # stop after this many epochs without a gain >= min_delta_pts (0 = run all epochs)
+    min_delta_pts: float = 0.2  # validation Acc@1 gain (percentage points) that counts as progress
 
 
 @dataclass
@@ -181,12 +186,13 @@ SCHEMAS = {"base": Base, "teacher": Teacher, "scratch": Scratch, "distill": Dist
 CHOICES = {
     "dataset": sorted(INFO), "device": ["auto", "cpu", "cuda"], "precision": ["auto", "fp32", "bf16"], "solver": sorted(SOLVERS),
     "norm": ["centernorm", "layernorm"], "normalize": ["dataset", "imagenet", "half"],
-    "schedule": ["softmax", "softmax_min1", "uniform"], "schedule_points": ["steps", "grid_points"],
+    "schedule": ["softmax", "softmax_min1", "uniform"], "schedule_points": ["steps", "grid_points"], "select_on": ["val", "test"],
     "jasmin_maps_from": ["steps", "grid_points"], "weights": ["trained", "published"], "distance_tokens": ["cls", "all"], "mse_tokens": ["cls", "all"],
 }
 POSITIVE = {"lipschitz", "power_iters", "bound_samples", "num_steps", "epochs", "lr", "tau", "mlp_ratio", "batch_size", "eval_batch_size", "image_size", "patch_size",
             "embed_dim", "num_heads", "depth", "channels", "distance_batches", "horizon", "jasmin_k", "cycles",
-            "equivalence_margin_pts"}
+            "equivalence_margin_pts", "converge_window"}
+NON_NEGATIVE = {"val_size", "train_limit", "test_limit", "patience", "min_delta_pts"}
 
 
 def _check_type(block: str, key: str, value: Any, tp: Any) -> Any:
@@ -227,8 +233,13 @@ def parse(block: str, values: Optional[Dict[str, Any]]) -> Any:
             raise ConfigError(f"params.yaml: {block}.{key} = {value!r} is not one of {CHOICES[key]}")
         if key in POSITIVE and value is not None and value <= 0:
             raise ConfigError(f"params.yaml: {block}.{key} = {value!r} must be > 0")
+        if key in NON_NEGATIVE and value is not None and value < 0:
+            raise ConfigError(f"params.yaml: {block}.{key} = {value!r} must be >= 0")
         out[key] = value
     cfg = schema(**out)
+    if isinstance(cfg, Base) and cfg.val_size == 0 and cfg.select_on != "test":
+        raise ConfigError("params.yaml: base.val_size = 0 leaves no validation split: set base.select_on: test "
+                          "(the authors' test-set selection) or val_size > 0")
     if hasattr(cfg, "embed_dim") and hasattr(cfg, "num_heads") and None not in (cfg.embed_dim, cfg.num_heads) \
             and cfg.embed_dim % cfg.num_heads:
         raise ConfigError(f"params.yaml: {block}.num_heads = {cfg.num_heads} must divide embed_dim {cfg.embed_dim}")

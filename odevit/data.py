@@ -147,6 +147,22 @@ def load_split(
     return Split(None, torch.as_tensor(folder.targets).long(), folder)
 
 
+def holdout(split: Split, n: int) -> Tuple[Split, Optional[Split]]:
+    """(training part, validation part) of a training split: validation = its LAST n images (None when n is 0),
+    training = the images before them, so a train limit counts from the start of the rest and never reaches them."""
+    if not 0 <= n < len(split):
+        raise ValueError(f"base.val_size = {n}: must be in [0, {len(split)}) for a training split of {len(split)} "
+                         "images (0 = no validation split)")
+    if n == 0:
+        return split, None
+    k = len(split) - n
+    if split.folder is not None:
+        sub = torch.utils.data.Subset
+        return (Split(None, split.labels[:k], sub(split.folder, range(k))),
+                Split(None, split.labels[k:], sub(split.folder, range(k, len(split)))))
+    return Split(split.images[:k], split.labels[:k]), Split(split.images[k:], split.labels[k:])
+
+
 def batch_transform(
     name: str, image_size: Optional[int] = None, channels: Optional[int] = None, normalize: str = "dataset"
 ) -> v2.Transform:

@@ -16,7 +16,7 @@ import torch
 import torch.nn as nn
 
 from . import data, distributed, objectives, train
-from .config import TEACHER_SHAPE, Base, Distill, Optim, Scratch, Teacher, resolve_teacher
+from .config import TEACHER_SHAPE, Base, ConfigError, Distill, Optim, Scratch, Teacher, resolve_teacher
 from .model import ODEViT
 from .schedule import checkpoint_indices, layer_distances
 from .teacher import create_teacher, hidden_states, student_from_teacher
@@ -29,22 +29,51 @@ def setup(base: Base) -> torch.device:
     return train.resolve_device(base.device)
 
 
-def loaders(base: Base, augment: bool = False, train_limit: Optional[int] = None) -> Tuple[data.Loader, data.Loader]:
-    """(train, test) loaders of the base block's dataset."""
-    tr = data.load_split(base.dataset, "train", base.data_root, synthetic_size=base.synthetic_size, seed=base.seed)
+def data_loaders(base: Base, augment: bool = False, train_limit: Optional[int] = None
+                 ) -> Tuple[data.Loader, Optional[data.Loader], data.Loader]:
+    """(train, validation, test) loaders of the base block's dataset: validation = the last `base.val_size` images of
+    the training split (None when 0), train = the first `train_limit` (default `base.train_limit`; 0 = all) of the
+    images before them, so no validation image is ever trained on."""
+    full = data.load_split(base.dataset, "train", base.data_root, synthetic_size=base.synthetic_size, seed=base.seed)
     te = data.load_split(base.dataset, "test", base.data_root, synthetic_size=base.synthetic_size, seed=base.seed)
+    try:
+        tr, va = data.holdout(full, base.val_size)
+    except ValueError as e:
+        raise ConfigError(f"params.yaml: {e}") from None
     tf = data.batch_transform(base.dataset, base.image_size, base.channels, base.normalize)
     limit = train_limit if train_limit is not None else base.train_limit
     train_loader = data.Loader(tr, base.batch_size, tf, shuffle=True, drop_last=True, seed=base.seed, augment=augment,
                                limit=limit or None)
+    val = data.Loader(va, base.eval_batch_size, tf) if va is not None else None
     test = data.Loader(te, base.eval_batch_size, tf, limit=base.test_limit or None)
-    return train_loader, test
+    return train_loader, val, test
+
+
+def loaders(base: Base, augment: bool = False, train_limit: Optional[int] = None) -> Tuple[data.Loader, data.Loader]:
+    """(train, test) loaders (`data_loaders` without the validation split; the training images still exclude it)."""
+    tr, _, te = data_loaders(base, augment, train_limit)
+    return tr, te
+
+
+def eval_loaders(base: Base, val: Optional[data.Loader], test: data.Loader) -> Dict[str, data.Loader]:
+    """The loaders `train.fit` scores every epoch: the validation split, plus the test set under the authors'
+    selection (`base.select_on: test`) only."""
+    out = {"val": val} if val is not None else {}
+    if base.select_on == "test":
+        out["test"] = test
+    return out
+
+
+def run_summary(history: List[Dict[str, float]], base: Base, cfg: Optim) -> Dict[str, Any]:
+    """`train.summary` of a stage's history with the base block's selection split and convergence window."""
+    return train.summary(history, base.select_on, cfg.min_delta_pts, base.converge_window, cfg.epochs)
 
 
 def train_config(base: Base, cfg: Optim) -> train.TrainConfig:
     """The optimiser/schedule part of a stage block, with the base block's device and seed."""
     return train.TrainConfig(epochs=cfg.epochs, lr=cfg.lr, weight_decay=cfg.weight_decay, warmup=cfg.warmup,
-                             cycles=cfg.cycles, clip=cfg.clip, device=base.device, seed=base.seed)
+                             cycles=cfg.cycles, clip=cfg.clip, device=base.device, seed=base.seed,
+                             select_on=base.select_on, patience=cfg.patience, min_delta_pts=cfg.min_delta_pts)
 
 
 def distill_objective(teacher: nn.Module, checkpoints: Sequence[int], cfg: Distill,
@@ -58,17 +87,53 @@ def cache_usable(cfg: Distill) -> bool:
     return not (cfg.augment or cfg.mse_tokens != "cls" or cfg.attn_l1_weight > 0)
 
 
-def teacher_cache(teacher: nn.Module, loader: data.Loader, cfg: Distill, device: torch.device) -> Optional[torch.Tensor]:
+def teacher_cache(teacher: nn.Module, loader: data.Loader, cfg: Distill, device: torch.device,
+                  times: Optional[Dict[str, float]] = None) -> Optional[torch.Tensor]:
     """The frozen teacher's CLS states for every training sample, computed once — or None where they would change
     (augmentation) or more than CLS is compared (mse_tokens 'all', attention-L1): then the teacher runs per batch."""
     if not cache_usable(cfg):
         return None
     t0 = time.perf_counter()
     cache = objectives.teacher_cls_cache(teacher, loader, device)
+    if times is not None:
+        times["teacher_cache"] = times.get("teacher_cache", 0.0) + time.perf_counter() - t0
     if distributed.is_main():
         print(f"teacher CLS states cached: {tuple(cache.shape)}, {cache.numel() * 4 / 2**20:.0f} MB, "
               f"{time.perf_counter() - t0:.0f}s", flush=True)
     return cache
+
+
+PHASES = ("startup", "data", "teacher", "teacher_cache", "train", "val_eval", "test_eval", "robustness", "write")
+
+
+def process_start() -> float:
+    """Epoch seconds at which this process started (psutil, else /proc/self/stat): its interpreter start and imports
+    count in a stage's time."""
+    try:
+        import psutil
+
+        return psutil.Process().create_time()
+    except ImportError:
+        with open("/proc/self/stat") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])  # field 22: start time in clock ticks after boot
+        with open("/proc/stat") as f:
+            btime = next(int(line.split()[1]) for line in f if line.startswith("btime"))
+        return btime + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def timing(phases: Dict[str, float], history: List[Dict[str, float]], start: float) -> Dict[str, Any]:
+    """A stage's timing.json: seconds per phase (PHASES; train = the epoch loops, val_eval = the per-epoch
+    evaluations, both from `history`), total = now - `start` (the process start), other = total - the phases;
+    train_time_s kept for the README."""
+    out = {k: 0.0 for k in PHASES}
+    out.update(phases)
+    out["train"] = float(sum(h["epoch_time_s"] for h in history))
+    out["val_eval"] = float(sum(h.get("eval_time_s", 0.0) for h in history))
+    out["total"] = time.time() - start
+    out["other"] = out["total"] - sum(out[k] for k in PHASES)
+    out = {k: round(v, 3) for k, v in out.items()}
+    out["train_time_s"] = out["train"]
+    return out
 
 
 GENERIC_VIT = "vit_tiny_patch16_224"  # teacher.name null: this timm ViT with every shape key replaced by params.yaml's
@@ -114,37 +179,39 @@ TEACHER_CKPT, DISTILL_CKPT = "checkpoints/02_teacher", "checkpoints/04_distill"
 
 
 def fit_teacher(model: nn.Module, base: Base, cfg: Teacher, train_loader: data.Loader,
-                test_loader: data.Loader) -> List[Dict[str, float]]:
-    """Stage 02's training (also run by `torchrun … -m odevit.run 02_teacher`): CE, checkpoints/02_teacher."""
+                evals: Dict[str, data.Loader]) -> List[Dict[str, float]]:
+    """Stage 02's training (also run by `torchrun … -m odevit.run 02_teacher`): CE, checkpoints/02_teacher; `evals`
+    from `eval_loaders` (best.pt and early stopping on `base.select_on`)."""
     if cfg.linear_probe:
         for n, p in model.named_parameters():
             p.requires_grad_(n.startswith("head."))
-    return train.fit(model, train_loader, test_loader, objectives.cross_entropy(cfg.label_smoothing),
+    return train.fit(model, train_loader, evals, objectives.cross_entropy(cfg.label_smoothing),
                      train_config(base, cfg), TEACHER_CKPT, run_id=train.fingerprint(base, cfg))
 
 
-def fit_free(model: ODEViT, base: Base, cfg: Distill, train_loader: data.Loader, test_loader: data.Loader,
+def fit_free(model: ODEViT, base: Base, cfg: Distill, train_loader: data.Loader, evals: Dict[str, data.Loader],
              out_dir: str) -> List[Dict[str, float]]:
     """A study cell's free model: the student's architecture from scratch, CE (+ the student's JaSMin), the
     student's optimiser and epochs."""
     obj = objectives.ode_scratch(cfg.label_smoothing, cfg.jasmin_weight, cfg.jasmin_k, cfg.jasmin_detach)
-    return train.fit(model, train_loader, test_loader, obj, train_config(base, cfg), out_dir,
+    return train.fit(model, train_loader, evals, obj, train_config(base, cfg), out_dir,
                      run_id=train.fingerprint(base, cfg, "free"))
 
 
 def fit_student(student: ODEViT, teacher: nn.Module, checkpoints: Sequence[int], base: Base, tcfg: Teacher,
-                cfg: Distill, train_loader: data.Loader, test_loader: data.Loader,
-                out_dir: str = DISTILL_CKPT) -> List[Dict[str, float]]:
+                cfg: Distill, train_loader: data.Loader, evals: Dict[str, data.Loader],
+                out_dir: str = DISTILL_CKPT, times: Optional[Dict[str, float]] = None) -> List[Dict[str, float]]:
     """A student's training (a study cell, or `odevit.run 04_distill`): the distillation objective (teacher CLS
-    states cached where valid), the published CE curriculum (`unfreeze_head_at`), checkpoints in `out_dir`."""
+    states cached where valid; its time added to times['teacher_cache']), the published CE curriculum
+    (`unfreeze_head_at`), checkpoints in `out_dir`."""
 
     def curriculum(epoch: int, model: nn.Module) -> None:
         if cfg.unfreeze_head_at >= 0 and epoch == cfg.unfreeze_head_at:
             model.head.requires_grad_(True)
 
     device = train.resolve_device(base.device)
-    obj = distill_objective(teacher, checkpoints, cfg, teacher_cache(teacher, train_loader, cfg, device))
-    return train.fit(student, train_loader, test_loader, obj, train_config(base, cfg), out_dir,
+    obj = distill_objective(teacher, checkpoints, cfg, teacher_cache(teacher, train_loader, cfg, device, times))
+    return train.fit(student, train_loader, evals, obj, train_config(base, cfg), out_dir,
                      on_epoch=curriculum, run_id=train.fingerprint(base, tcfg, cfg, list(checkpoints)))
 
 

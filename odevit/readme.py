@@ -15,7 +15,7 @@ import json
 import os
 import re
 import sys
-from typing import Callable, Dict, List
+from typing import Any, Callable, Dict, List
 
 import pandas as pd
 import yaml
@@ -300,9 +300,36 @@ def stale(readme: str = "README.md", root: str = ".") -> List[str]:
     return [n for n in SECTIONS if _pattern(n).search(text).group(2) != _pattern(n).search(new).group(2)]
 
 
+def stage_times(root: str = ".") -> Dict[str, Any]:
+    """Where a run's time went, from what its stages wrote: the sum over stages of each phase of their timing.json
+    (02_teacher and every cell), the cells' stage totals, the notebooks' wall time (papermill's duration in each
+    executed outputs/*.ipynb) and their sum `stages_s`."""
+    phases: Dict[str, float] = {}
+    timings = sorted(glob.glob(os.path.join(root, "results/cells/*/s*/timing.json")))
+    cells_s = 0.0
+    for path in timings + [os.path.join(root, "results/02_teacher/timing.json")]:
+        if not os.path.isfile(path):
+            continue
+        t = _json(path)
+        for k, v in t.items():
+            if k not in ("train_time_s", "total"):
+                phases[k] = round(phases.get(k, 0.0) + float(v), 1)
+        if "/cells/" in path:
+            cells_s += float(t.get("total", 0.0))
+    notebooks = {}
+    for path in sorted(glob.glob(os.path.join(root, "outputs/*.ipynb"))):
+        duration = _json(path).get("metadata", {}).get("papermill", {}).get("duration")
+        if duration is not None:
+            notebooks[os.path.basename(path)[:-6]] = round(float(duration), 1)
+    return {"phases_s": phases, "cells_s": round(cells_s, 1), "cells": len(timings), "notebooks_s": notebooks,
+            "stages_s": round(cells_s + sum(notebooks.values()), 1)}
+
+
 def record_run(t0: float, out: str = "results/run.json") -> bool:
     """Write the machine and the wall time of the `dvc repro` started at t0, if it changed dvc.lock (a no-op run
-    keeps the record of the run whose outputs are committed)."""
+    keeps the record of the run whose outputs are committed), with `stage_times` (phases summed over stages; the
+    notebooks' and cells' wall times) and dvc_other_s = wall - the stages' sum (DVC's bookkeeping, process starts
+    of the notebook kernels and whatever no stage timed)."""
     import platform
     import time
 
@@ -313,9 +340,11 @@ def record_run(t0: float, out: str = "results/run.json") -> bool:
         return False
     gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
     machine = f"{platform.machine()}, {os.cpu_count()} CPU cores, {gpu}"
+    wall = round(time.time() - t0, 1)
+    times = stage_times()
     with open(out, "w") as f:
-        json.dump({"date": time.strftime("%Y-%m-%d"), "machine": machine, "wall_s": round(time.time() - t0, 1)}, f,
-                  indent=2)
+        json.dump({"date": time.strftime("%Y-%m-%d"), "machine": machine, "wall_s": wall, **times,
+                   "dvc_other_s": round(wall - times["stages_s"], 1)}, f, indent=2)
         f.write("\n")
     return True
 

@@ -29,14 +29,16 @@ def run(stage: str, params_file: str = "params.yaml") -> None:
                                  f"multiple of the {world} processes")
     device = pipeline.setup(b)  # seed, precision, device
     if stage == "02_teacher":
-        tr, te = pipeline.loaders(b, augment=cfg["teacher"].augment)
-        pipeline.fit_teacher(pipeline.build_teacher(b, cfg["teacher"]), b, cfg["teacher"], tr, te)
+        tr, va, te = pipeline.data_loaders(b, augment=cfg["teacher"].augment)
+        pipeline.fit_teacher(pipeline.build_teacher(b, cfg["teacher"]), b, cfg["teacher"], tr,
+                             pipeline.eval_loaders(b, va, te))
     else:
         t, d = cfg["teacher"], cfg["distill"]
-        tr, te = pipeline.loaders(b, augment=d.augment)
+        tr, va, te = pipeline.data_loaders(b, augment=d.augment)
         teacher = train.load_weights(pipeline.build_teacher(b, t), f"{pipeline.TEACHER_CKPT}/best.pt").to(device).eval()
         c = pipeline.schedule(pipeline.teacher_distances(teacher, tr, d.distance_batches, d.distance_tokens, device), d)
-        pipeline.fit_student(pipeline.build_student(teacher, d), teacher, c, b, t, d, tr, te)
+        pipeline.fit_student(pipeline.build_student(teacher, d), teacher, c, b, t, d, tr,
+                             pipeline.eval_loaders(b, va, te))
     distributed.shutdown()
 
 

@@ -17,6 +17,7 @@ import dataclasses
 import glob
 import os
 import sys
+import time
 from typing import Any, Dict, List, Optional, Tuple
 
 import pandas as pd
@@ -119,45 +120,74 @@ def build_cell(teacher: nn.Module, d: Distill, free: bool) -> ODEViT:
 
 
 def run(name: str, seed: int, params_file: str = "params.yaml") -> Dict[str, Any]:
-    """Train one (cell, seed) and write its checkpoints and results; resumes an interrupted run."""
+    """Train one (cell, seed) and write its checkpoints and results; resumes an interrupted run. best.pt and early
+    stopping follow `base.select_on` (the validation split by default); the test set is scored once, at best.pt.
+    timing.json: seconds per phase (`pipeline.timing`)."""
+    start, clock, ph = pipeline.process_start(), time.perf_counter(), {}
+    ph["startup"] = time.time() - start  # interpreter start + imports, up to here
+
+    def lap(key: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        ph[key] = ph.get(key, 0.0) + now - clock
+        clock = now
+
     cfg = config.check_stage("cell", params_file)
     study: Study = cfg["study"]
     d, free = cell_config(cfg["distill"], study, name)
     b = dataclasses.replace(cfg["base"], seed=int(seed))
     device = pipeline.setup(b)  # seed s: init, data order, augmentation draws
-    tr, te = pipeline.loaders(b, augment=d.augment, train_limit=study.train_limit)
+    tr, va, te = pipeline.data_loaders(b, augment=d.augment, train_limit=study.train_limit)
+    lap("data")
     teacher = load_teacher(b, cfg["teacher"], device)
     c = pipeline.schedule(read_teacher_distances(), d)
     model = build_cell(teacher, d, free)
+    lap("teacher")
     ckpt, out = cell_dir("checkpoints", name, seed), cell_dir("results", name, seed)
     print(f"cell {name} seed {seed}: {'free (from scratch)' if free else f'distilled, c = {c}'}; "
-          f"{tr.n} training images x {d.epochs} epochs", flush=True)
+          f"{tr.n} training images x {d.epochs} epochs, selected on {b.select_on}", flush=True)
+    evals = pipeline.eval_loaders(b, va, te)
     if free:
-        hist = pipeline.fit_free(model, b, d, tr, te, ckpt)
+        hist = pipeline.fit_free(model, b, d, tr, evals, ckpt)
     else:
-        hist = pipeline.fit_student(model, teacher, c, b, cfg["teacher"], d, tr, te, ckpt)
+        hist = pipeline.fit_student(model, teacher, c, b, cfg["teacher"], d, tr, evals, ckpt, times=ph)
+    lap("write")  # the fit: its loops and evaluations are taken from the history below, the rest is checkpointing
+    ph["write"] = max(0.0, ph["write"] - sum(h["epoch_time_s"] + h.get("eval_time_s", 0.0) for h in hist)
+                      - ph.get("teacher_cache", 0.0))  # (0 after a resume: the history holds the earlier epochs)
     train.load_weights(model, f"{ckpt}/best.pt").to(device)
-    metrics = evaluate_cell(model, te, study, device)
+    metrics = evaluate_cell(model, te, study, device, ph)
+    clock = time.perf_counter()
     metrics.update(cell=name, seed=int(seed), free=free, checkpoints=c if not free else None,
                    encoder_params=model.encoder_params(), params_m=pipeline.params_m(model),
                    trainable_params_m=pipeline.params_m(model, True), epochs=d.epochs, train_images=tr.n,
-                   best_epoch=int(max(hist, key=lambda r: r["test_acc1"])["epoch"]))
+                   val_images=va.n if va is not None else 0, **pipeline.run_summary(hist, b, d))
     pipeline.write_csv(pd.DataFrame(hist), f"{out}/history.csv")
     pipeline.write_json(metrics, f"{out}/metrics.json")
-    pipeline.write_json({"train_time_s": float(sum(h["epoch_time_s"] for h in hist))}, f"{out}/timing.json")
+    lap("write")
+    pipeline.write_json(pipeline.timing(ph, hist, start), f"{out}/timing.json")
     return metrics
 
 
-def evaluate_cell(model: ODEViT, test: data.Loader, study: Study, device: torch.device) -> Dict[str, Any]:
+def evaluate_cell(model: ODEViT, test: data.Loader, study: Study, device: torch.device,
+                  times: Optional[Dict[str, float]] = None) -> Dict[str, Any]:
     """Acc@1/3/5 at the trained N (whole test set); Acc@1 vs N on the first `robustness_test_limit` test images,
-    for every N of `robustness_steps` and N/2, N, 2N (acc1_half_n, acc1_sub_n, acc1_double_n: same images)."""
+    for every N of `robustness_steps` and N/2, N, 2N (acc1_half_n, acc1_sub_n, acc1_double_n: same images). The
+    curve's point at the trained N is read off the whole-set pass (its first images: the same batches of the same
+    images), not computed again. Seconds of each part go to times['test_eval'] / times['robustness']."""
+    t0 = time.perf_counter()
     N = model.num_steps
-    m = train.evaluate(model, test, device)
+    m = train.evaluate(model, test, device, per_sample=True)
+    correct = m.pop("correct1")
+    t1 = time.perf_counter()
     sub = data.Loader(test.split, test.batch_size, test.transform, limit=study.robustness_test_limit or None)
     steps = sorted(set(study.robustness_steps) | {max(1, N // 2), N, 2 * N})
-    m["robustness"] = {f"n{n}": train.evaluate(model, sub, device, num_steps=n, ks=(1,))["acc1"] for n in steps}
+    m["robustness"] = {f"n{n}": (correct[: sub.n].sum().item() / sub.n if n == N and len(correct) >= sub.n
+                                 else train.evaluate(model, sub, device, num_steps=n, ks=(1,))["acc1"]) for n in steps}
     m.update(acc1_half_n=m["robustness"][f"n{max(1, N // 2)}"], acc1_sub_n=m["robustness"][f"n{N}"],
              acc1_double_n=m["robustness"][f"n{2 * N}"])
+    if times is not None:
+        times["test_eval"] = times.get("test_eval", 0.0) + t1 - t0
+        times["robustness"] = times.get("robustness", 0.0) + time.perf_counter() - t1
     return m
 
 

@@ -2,7 +2,12 @@
 best-and-last checkpoints written atomically every epoch, one progress line per epoch, seeded and deterministic.
 
     objective = objectives.cross_entropy(label_smoothing=0.1)
-    history = fit(model, train_loader, test_loader, objective, TrainConfig(epochs=3), out_dir="checkpoints/x")
+    history = fit(model, train_loader, val_loader, objective, TrainConfig(epochs=3), out_dir="checkpoints/x")
+    summary(history, "val", min_delta_pts=0.2, window=2)  # best epoch, epochs run, stopped early, converged, ...
+
+Model selection and early stopping read the selection split's Acc@1 (`TrainConfig.select_on`: the validation split
+by default; 'test' reproduces the authors' test-set selection). The test set is then scored once, by the caller, at
+the selected checkpoint (best.pt).
 """
 from __future__ import annotations
 
@@ -37,6 +42,47 @@ class TrainConfig:
     clip: float = 1.0  # max gradient norm
     device: str = "auto"
     seed: int = 0
+    select_on: str = "val"  # the split whose Acc@1 picks best.pt and drives early stopping (history: <name>_acc1)
+    patience: int = 0  # stop after this many epochs without a gain >= min_delta_pts (0 = run all epochs)
+    min_delta_pts: float = 0.2  # Acc@1 gain in percentage points that counts as progress
+
+
+def epochs_without_gain(accs: Sequence[float], min_delta_pts: float) -> int:
+    """Epochs since the last one that beat the best before it by >= min_delta_pts points (the first epoch always
+    counts as a gain). Accuracies are fractions, the threshold is in points: 0.80 -> 0.802 is a 0.2-point gain."""
+    best, since = -math.inf, 0
+    for a in accs:
+        if 100.0 * (a - best) >= min_delta_pts - 1e-9:  # tolerance: 0.2 pt must count as 0.2 pt in floating point
+            best, since = a, 0
+        else:
+            since += 1
+    return since
+
+
+def convergence(accs: Sequence[float], window: int, min_delta_pts: float) -> Tuple[bool, Optional[float]]:
+    """(converged, gain): gain = best Acc@1 of the last `window` epochs minus the best before them, in points;
+    converged = gain < min_delta_pts. Fewer than window + 1 epochs: not judgeable = (False, None)."""
+    if window < 1 or len(accs) < window + 1:
+        return False, None
+    gain = 100.0 * (max(accs[-window:]) - max(accs[:-window]))
+    return gain < min_delta_pts - 1e-9, gain
+
+
+def summary(history: Sequence[Dict[str, float]], select_on: str, min_delta_pts: float, window: int,
+            max_epochs: Optional[int] = None) -> Dict[str, Any]:
+    """What a run's selection did, for metrics.json: best_epoch (first epoch of the best selection Acc@1, = best.pt),
+    val_acc1 there (when a validation split was scored), epochs_run, stopped_early (fewer than `max_epochs`),
+    converged and val_gain_last_pts (`convergence` of the selection curve), selected_on."""
+    key = f"{select_on}_acc1"
+    accs = [float(r[key]) for r in history]
+    best = max(range(len(accs)), key=lambda i: (accs[i], -i))
+    conv, gain = convergence(accs, window, min_delta_pts)
+    out = {"best_epoch": int(history[best]["epoch"]), "epochs_run": len(history),
+           "stopped_early": bool(max_epochs is not None and len(history) < max_epochs), "converged": bool(conv),
+           "val_gain_last_pts": gain, "selected_on": select_on}
+    if "val_acc1" in history[best]:
+        out["val_acc1"] = float(history[best]["val_acc1"])
+    return out
 
 
 def seed_everything(seed: int) -> None:
@@ -88,26 +134,33 @@ def in_notebook_run() -> bool:
     return not sys.stderr.isatty()
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def evaluate(
     model: nn.Module, loader: Iterable, device: torch.device, num_steps: Optional[int] = None,
-    ks: Sequence[int] = (1, 3, 5),
-) -> Dict[str, float]:
-    """Top-k accuracy over a loader (sample-weighted, unlike the published per-batch mean). A loader sharded
-    under torchrun: every process scores its slice and the counts are summed."""
+    ks: Sequence[int] = (1, 3, 5), per_sample: bool = False,
+) -> Dict[str, Any]:
+    """Top-k accuracy over a loader (sample-weighted, unlike the published per-batch mean), in inference mode (the
+    model's fused attention kernel: no attention maps are requested). A loader sharded under torchrun: every process
+    scores its slice and the counts are summed. `per_sample`: also 'correct1', a bool tensor (this process's samples
+    in loader order), so a sub-range's Acc@1 can be read off without a second pass."""
     model.eval()
-    hits, n = [0] * len(ks), 0
+    hits, n, correct = [0] * len(ks), 0, []
     for x, y in loader:
         x, y = x.to(device), y.to(device)
         with autocast(device):
             logits = model(x, num_steps=num_steps) if num_steps is not None else model(x)
         for i, h in enumerate(topk_correct(logits.float(), y, ks)):
             hits[i] += h
+        if per_sample:
+            correct.append((logits.float().topk(1, dim=-1).indices[:, 0] == y).cpu())  # as topk_correct
         n += len(y)
     if getattr(loader, "world", 1) > 1:
         counts = distributed.all_reduce_sum(torch.tensor(hits + [n], dtype=torch.float64)).long().tolist()
         hits, n = counts[:-1], counts[-1]
-    return {f"acc{k}": h / n for k, h in zip(ks, hits)}
+    out: Dict[str, Any] = {f"acc{k}": h / n for k, h in zip(ks, hits)}
+    if per_sample:
+        out["correct1"] = torch.cat(correct) if correct else torch.zeros(0, dtype=torch.bool)
+    return out
 
 
 class CheckpointError(RuntimeError):
@@ -198,26 +251,35 @@ def probe_memory(model: nn.Module, loader: Any, objective: Objective, device: to
 def fit(
     model: nn.Module,
     train_loader: Any,
-    test_loader: Any,
+    eval_loaders: Any,
     objective: Objective,
     cfg: TrainConfig,
     out_dir: Optional[str] = None,
     on_epoch: Optional[Callable[[int, nn.Module], None]] = None,
     run_id: str = "",
 ) -> List[Dict[str, float]]:
-    """Train `model` with `objective`; evaluate on `test_loader` after every epoch.
+    """Train `model` with `objective`; score Acc@1/3/5 on the evaluation loaders after every epoch.
 
-    Writes `out_dir/last.pt` every epoch (model, optimiser, scheduler, RNG states, epoch, best metric, history) and
-    `out_dir/best.pt` (best test Acc@1, as the paper selects), atomically. If `out_dir/last.pt` exists with the same
+    `eval_loaders`: one loader (the split named `cfg.select_on`, normally the validation split) or {split name:
+    loader}; history rows get `<name>_acc1` etc. `out_dir/best.pt` is the epoch of the best `<select_on>_acc1`
+    (validation by default; 'test' = the authors' test-set selection), `out_dir/last.pt` (model, optimiser, scheduler,
+    RNG states, epoch, best metric, history) is written every epoch, both atomically. With `cfg.patience` > 0 training
+    stops once `patience` epochs in a row brought no selection gain >= `cfg.min_delta_pts` points
+    (`epochs_without_gain`); `cfg.epochs` is then the maximum. If `out_dir/last.pt` exists with the same
     `run_id` (see `fingerprint`) and the same number of training images and batches, training resumes after its
     epoch and ends exactly as an uninterrupted run would (CPU); a checkpoint of another run is set aside with a
     notice, a corrupt one stops with its path.
     `on_epoch(epoch, model)` runs before each epoch (e.g. the CE curriculum unfreezing the head).
     Raises FloatingPointError on a non-finite loss or gradient, before the step: no non-finite weights are saved.
     Under torchrun (`distributed.init()` first, loaders built after it) the model runs in DistributedDataParallel,
-    logged losses and test accuracy are averaged over the processes, and only rank 0 writes checkpoints (the RNG
-    state saved is rank 0's). Returns one dict per epoch.
+    logged losses and accuracies are averaged over the processes, and only rank 0 writes checkpoints (the RNG
+    state saved is rank 0's). Returns one dict per epoch: epoch, train_* losses, <split>_acc1/3/5, lr, epoch_time_s
+    (training loop), eval_time_s (the per-epoch evaluation), img_per_s.
     """
+    evals = dict(eval_loaders) if isinstance(eval_loaders, dict) else {cfg.select_on: eval_loaders}
+    if cfg.select_on not in evals:
+        raise ValueError(f"select_on: '{cfg.select_on}' has no loader (given: {sorted(evals)})")
+    sel = f"{cfg.select_on}_acc1"
     device = resolve_device(cfg.device)
     rank, world = distributed.rank_world()
     model.to(device)
@@ -270,6 +332,12 @@ def fit(
         probe_memory(model, train_loader, objective, device)
 
     for epoch in range(start, cfg.epochs):
+        if cfg.patience and history and epochs_without_gain([r[sel] for r in history], cfg.min_delta_pts) \
+                >= cfg.patience:  # also right after resuming a run that had stopped
+            if rank == 0:
+                print(f"early stop after epoch {epoch}: {cfg.patience} epochs without a {cfg.select_on} Acc@1 gain "
+                      f">= {cfg.min_delta_pts:g} pt (best {max(r[sel] for r in history):.4f})", flush=True)
+            break
         params = begin_epoch(epoch)
         model.train()
         t0 = time.perf_counter()
@@ -304,14 +372,16 @@ def fit(
             tot = distributed.all_reduce_sum(torch.tensor([sums[k] for k in keys], dtype=torch.float64)) / world
             sums = dict(zip(keys, tot.tolist()))
         row = {"epoch": epoch + 1, **{f"train_{k}": v / max(1, n_batches) for k, v in sums.items()}}
-        row.update({f"test_{k}": v for k, v in evaluate(model, test_loader, device).items()})
-        row.update(lr=opt.param_groups[0]["lr"], epoch_time_s=train_time,
+        t1 = time.perf_counter()
+        for name, loader in evals.items():
+            row.update({f"{name}_{k}": v for k, v in evaluate(model, loader, device).items()})
+        row.update(lr=opt.param_groups[0]["lr"], epoch_time_s=train_time, eval_time_s=time.perf_counter() - t1,
                    img_per_s=n_batches * train_loader.batch_size / train_time)
         history.append(row)
-        improved = row["test_acc1"] > best
-        best = max(best, row["test_acc1"])
+        improved = row[sel] > best
+        best = max(best, row[sel])
         if out_dir and rank == 0:
-            weights = {"model": model.state_dict(), "epoch": epoch + 1, "test_acc1": row["test_acc1"]}
+            weights = {"model": model.state_dict(), "epoch": epoch + 1, sel: row[sel]}
             if improved:
                 save_atomic(weights, os.path.join(out_dir, "best.pt"))
             save_atomic({**weights, "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
@@ -320,6 +390,7 @@ def fit(
         if rank > 0:
             continue
         extra = "  ".join(f"{k[6:]} {v:.4f}" for k, v in row.items() if k.startswith("train_") and k != "train_loss")
-        print(f"epoch {epoch + 1}/{cfg.epochs}  loss {row['train_loss']:.4f}  {extra}  test acc@1 {row['test_acc1']:.4f}"
+        print(f"epoch {epoch + 1}/{cfg.epochs}  loss {row['train_loss']:.4f}  {extra}  {cfg.select_on} acc@1 "
+              f"{row[sel]:.4f}"
               f"  ({train_time:.0f}s, {row['img_per_s']:.0f} img/s)", flush=True)
     return history

@@ -63,3 +63,24 @@ def test_augment_shapes_and_flip():
     for i in range(2):
         assert torch.equal(y[i], x[i]) or torch.equal(y[i], x[i].flip(-1))
     assert data.augment(x, g, pad=1).shape == x.shape
+
+
+def _indexed_split(n):
+    """A split whose label is the image's index (and whose pixels hold it too): where every image went is readable."""
+    idx = torch.arange(n)
+    return data.Split((idx % 256).to(torch.uint8).view(n, 1, 1, 1).expand(n, 1, 4, 4).contiguous(), idx)
+
+
+def test_validation_is_the_last_images_and_never_trained_on():
+    train_part, val = data.holdout(_indexed_split(100), 30)
+    assert val.labels.tolist() == list(range(70, 100))  # the LAST 30 of the training split
+    loader = data.Loader(train_part, 8, lambda x: x.float(), shuffle=True, drop_last=True, seed=3, limit=50)
+    seen = {int(i) for e in range(3) for _, y in loader.batches(e) for i in y}
+    assert seen <= set(range(50))  # a train limit counts from the start of the rest
+    assert seen.isdisjoint(val.labels.tolist())
+    unlimited = data.Loader(train_part, 10, lambda x: x.float(), shuffle=True)
+    assert sorted(int(i) for _, y in unlimited.batches(0) for i in y) == list(range(70))
+    whole, none = data.holdout(_indexed_split(10), 0)
+    assert none is None and len(whole) == 10
+    with pytest.raises(ValueError, match=r"base.val_size = 10: must be in \[0, 10\)"):
+        data.holdout(_indexed_split(10), 10)

@@ -69,7 +69,7 @@ def test_torchrun_two_processes_match_one(tmp_path):
         for k in b["model"]:
             torch.testing.assert_close(a["model"][k], b["model"][k], rtol=1e-4, atol=1e-5, msg=f"{stage} {k}")
         for ra, rb in zip(a["history"], b["history"]):
-            assert ra["test_acc1"] == rb["test_acc1"]  # test set split over 2 processes, hits summed
+            assert ra["val_acc1"] == rb["val_acc1"]  # validation split over 2 processes, hits summed
             assert ra["train_loss"] == pytest.approx(rb["train_loss"], rel=1e-5)
     head0 = torch.load(tmp_path / "ddp" / "checkpoints" / "02_teacher" / "best.pt", weights_only=True)["model"]
     head1 = torch.load(tmp_path / "ddp" / "checkpoints" / "04_distill" / "last.pt", weights_only=True)["model"]

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 TINY = {
-    "base": dict(dataset="synthetic", image_size=28, channels=1, synthetic_size=192, batch_size=32,
+    "base": dict(dataset="synthetic", image_size=28, channels=1, synthetic_size=192, val_size=64, batch_size=32,
                  eval_batch_size=64, device="cpu"),
     "teacher": dict(name=None, patch_size=7, embed_dim=16, depth=2, num_heads=2, mlp_ratio=2.0, epochs=2),
     "distill": dict(num_steps=4, epochs=2, distance_batches=2),

@@ -18,7 +18,8 @@ from odevit import config, pipeline, run, study, train
 ROOT = Path(__file__).resolve().parents[1]
 PAPER = sorted(p.name for p in (ROOT / "presets").glob("*dino*.yaml"))
 TINY_DATA = {
-    "base": dict(dataset="synthetic", synthetic_size=2, train_limit=0, test_limit=2, batch_size=2, eval_batch_size=2,
+    "base": dict(dataset="synthetic", synthetic_size=2, train_limit=0, val_size=0, select_on="test", test_limit=2,
+                 batch_size=2, eval_batch_size=2,
                  device="cpu", precision="fp32"),
     "teacher": dict(pretrained=False, weights_file=None, linear_probe=False, epochs=1),
     "distill": dict(epochs=1, distance_batches=1),

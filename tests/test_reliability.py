@@ -98,14 +98,14 @@ TRAIN_SCRIPT = textwrap.dedent("""
     import json, sys
     from odevit import config, objectives, pipeline, train
     out = sys.argv[1]
-    b = config.parse("base", dict(dataset="synthetic", synthetic_size=384, batch_size=16, device="cpu"))
+    b = config.parse("base", dict(dataset="synthetic", synthetic_size=384, val_size=64, batch_size=16, device="cpu"))
     s = config.parse("scratch", dict(embed_dim=16, num_heads=2, num_steps=4, epochs=4, dropout=0.1))
     train.seed_everything(0)
     tr, te = pipeline.loaders(b)
     model = pipeline.build_scratch(b, s)
     hist = train.fit(model, tr, te, objectives.ode_scratch(0.1, 1.0, 2), pipeline.train_config(b, s), out,
                      run_id=train.fingerprint(b, s))
-    json.dump([{k: v for k, v in r.items() if k not in ("epoch_time_s", "img_per_s")} for r in hist],
+    json.dump([{k: v for k, v in r.items() if k not in ("epoch_time_s", "eval_time_s", "img_per_s")} for r in hist],
               open(out + "/metrics.json", "w"), sort_keys=True)
 """)
 
@@ -130,7 +130,7 @@ def test_sigkill_mid_training_then_rerun_equals_uninterrupted(tmp_path):
 
 
 def _tiny(train_limit=None):
-    b = config.parse("base", dict(dataset="synthetic", synthetic_size=64, batch_size=16, device="cpu"))
+    b = config.parse("base", dict(dataset="synthetic", synthetic_size=64, val_size=16, batch_size=16, device="cpu"))
     s = config.parse("scratch", dict(embed_dim=16, num_heads=2, num_steps=2, epochs=1))
     tr, te = pipeline.loaders(b, train_limit=train_limit)
     return pipeline.build_scratch(b, s), tr, te

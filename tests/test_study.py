@@ -227,3 +227,64 @@ def test_ablation_table_holm_over_the_family_and_figures(tmp_path):
     shown = c[c.ours_mean.notna()]
     assert len(fig.axes) == shown.unit.nunique()  # one panel per unit
     assert sum(len(ax.get_yticks()) for ax in fig.axes) == len(shown)  # every claim with an estimate is drawn
+
+
+def test_cell_scores_the_test_set_once_and_times_its_phases(tmp_path, monkeypatch):
+    """A free cell end to end (tiny synthetic data, a fresh teacher file): per-epoch evaluation on the validation split
+    only, the test set once at best.pt, the Acc@1-vs-N point at the trained N read off that pass, timing phases."""
+    from odevit import pipeline, train
+
+    p = yaml.safe_load((ROOT / "params.yaml").read_text())
+    p["base"].update(dataset="synthetic", synthetic_size=96, val_size=16, batch_size=16, eval_batch_size=8,
+                     device="cpu")
+    p["teacher"].update(name=None, patch_size=7, embed_dim=16, depth=2, num_heads=2, mlp_ratio=2.0)
+    p["distill"].update(num_steps=4, epochs=2)
+    p["study"].update(train_limit=32, robustness_steps=[1, 8], robustness_test_limit=16,
+                      cells={"ref": {}, "free": {"free": True}})
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(p))
+    monkeypatch.chdir(tmp_path)
+    cfg = config.check_stage("cell")
+    train.save_atomic({"model": pipeline.build_teacher(cfg["base"], cfg["teacher"]).state_dict()},
+                      "checkpoints/02_teacher/best.pt")
+    pipeline.write_csv(pd.DataFrame({"layer": [1, 2], "distance": [1.0, 2.0]}), "results/02_teacher/distances.csv")
+    calls, real = [], train.evaluate
+
+    def counting(model, loader, device, num_steps=None, **kw):
+        calls.append((len(loader.split), loader.n, num_steps))
+        return real(model, loader, device, num_steps=num_steps, **kw)
+
+    monkeypatch.setattr(train, "evaluate", counting)
+    m = study.run("free", 0)
+    test_size = 24  # synthetic: max(96 // 4, 16) test images; validation: the last 16 of the 96 training images
+    assert [c for c in calls if c[0] == 16] == [(16, 16, None)] * 2  # validation, once per epoch
+    assert [c for c in calls if c[0] == test_size and c[2] is None] == [(test_size, test_size, None)]  # test: once
+    assert sorted(c[2] for c in calls if c[0] == test_size and c[2] is not None) == [1, 2, 8]  # N = 4 reused
+    assert m["train_images"] == 32 and m["val_images"] == 16 and m["selected_on"] == "val"
+    assert m["epochs_run"] == 2 and not m["stopped_early"] and m["converged"] is False  # 2 < window + 1 epochs
+    assert m["val_gain_last_pts"] is None and m["best_epoch"] in (1, 2)
+    hist = pd.read_csv("results/cells/free/s0/history.csv")
+    assert {"val_acc1", "eval_time_s", "epoch_time_s", "lr", "img_per_s"} <= set(hist.columns)
+    assert "test_acc1" not in hist.columns
+    t = pipeline.read_json("results/cells/free/s0/timing.json")
+    assert set(pipeline.PHASES) | {"total", "other", "train_time_s"} == set(t)
+    assert t["train"] == pytest.approx(hist.epoch_time_s.sum(), abs=1e-3) and t["startup"] > 0
+    assert sum(t[k] for k in pipeline.PHASES) + t["other"] == pytest.approx(t["total"], abs=0.01)
+
+
+def test_stage_times_sums_phases_and_notebook_durations(tmp_path):
+    import json
+
+    from odevit import readme
+
+    for path, t in (("results/cells/ref/s0", {"train": 10.0, "data": 1.0, "total": 15.0, "train_time_s": 10.0}),
+                    ("results/cells/free/s1", {"train": 20.0, "data": 2.0, "total": 25.0}),
+                    ("results/02_teacher", {"train": 100.0, "startup": 3.0, "total": 120.0})):
+        (tmp_path / path).mkdir(parents=True)
+        (tmp_path / path / "timing.json").write_text(json.dumps(t))
+    (tmp_path / "outputs").mkdir()
+    for name, d in (("02_teacher", 130.0), ("03_ode_scratch", 7.5)):
+        (tmp_path / f"outputs/{name}.ipynb").write_text(json.dumps({"metadata": {"papermill": {"duration": d}}}))
+    s = readme.stage_times(str(tmp_path))
+    assert s["phases_s"] == {"train": 130.0, "data": 3.0, "startup": 3.0}
+    assert s["cells_s"] == 40.0 and s["cells"] == 2 and s["notebooks_s"] == {"02_teacher": 130.0, "03_ode_scratch": 7.5}
+    assert s["stages_s"] == 177.5

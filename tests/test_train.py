@@ -20,7 +20,7 @@ def test_lr_schedule_warmup_cosine_restarts():
 
 
 def _tiny_run(tmp_path, name):
-    b = config.parse("base", dict(dataset="synthetic", synthetic_size=64, batch_size=16, device="cpu"))
+    b = config.parse("base", dict(dataset="synthetic", synthetic_size=64, val_size=16, batch_size=16, device="cpu"))
     s = config.parse("scratch", dict(embed_dim=16, num_heads=2, num_steps=3, epochs=2))
     train.seed_everything(0)
     tr, te = pipeline.loaders(b)
@@ -33,7 +33,8 @@ def _tiny_run(tmp_path, name):
 def test_tiny_training_is_deterministic_and_checkpoints(tmp_path):
     h1, m1 = _tiny_run(tmp_path, "a")
     h2, _ = _tiny_run(tmp_path, "b")
-    strip = lambda h: [{k: v for k, v in r.items() if k not in ("epoch_time_s", "img_per_s")} for r in h]  # noqa
+    timed = ("epoch_time_s", "eval_time_s", "img_per_s")
+    strip = lambda h: [{k: v for k, v in r.items() if k not in timed} for r in h]  # noqa
     assert json.dumps(strip(h1)) == json.dumps(strip(h2))
     assert (tmp_path / "a" / "best.pt").is_file() and (tmp_path / "a" / "last.pt").is_file()
     assert not list(tmp_path.glob("a/*.tmp"))
@@ -94,7 +95,7 @@ def test_training_that_cannot_fit_stops_with_its_estimate(tmp_path, monkeypatch)
     (MemoryEstimateError), writes no checkpoint, and leaves the RNG as it found it."""
     from odevit.memory import MemoryEstimateError
 
-    b = config.parse("base", dict(dataset="synthetic", synthetic_size=64, batch_size=16, device="cpu"))
+    b = config.parse("base", dict(dataset="synthetic", synthetic_size=64, val_size=16, batch_size=16, device="cpu"))
     s = config.parse("scratch", dict(embed_dim=16, num_heads=2, num_steps=3, epochs=1))
     tr, te = pipeline.loaders(b)
     model = pipeline.build_scratch(b, s)
@@ -110,3 +111,72 @@ def test_training_that_cannot_fit_stops_with_its_estimate(tmp_path, monkeypatch)
     monkeypatch.delenv("ODEVIT_MEMORY_LIMIT")
     need = train.probe_memory(model, tr, obj, torch.device("cpu"))
     assert torch.equal(torch.rand(3), a) and need > 0
+
+
+def test_epochs_without_gain_and_convergence_known_answers():
+    accs = [0.50, 0.60, 0.601, 0.6015]  # gains: +10 pt, then +0.1 and +0.15 pt over the best (0.60)
+    assert train.epochs_without_gain(accs, 0.2) == 2
+    assert train.epochs_without_gain(accs, 0.1) == 1  # 0.601 is a 0.1-pt gain; 0.6015 only +0.05 over it
+    assert train.epochs_without_gain([0.5, 0.502], 0.2) == 0  # exactly 0.2 pt counts, despite floating point
+    conv, gain = train.convergence(accs, 2, 0.2)
+    assert conv and gain == pytest.approx(0.15)  # best of the last 2 (0.6015) - best before them (0.60)
+    conv, gain = train.convergence([0.5, 0.6, 0.7], 2, 0.2)
+    assert not conv and gain == pytest.approx(20.0)
+    assert train.convergence([0.5, 0.6], 2, 0.2) == (False, None)  # fewer than window + 1 epochs: not judgeable
+
+
+def _scripted(monkeypatch, curves):
+    """train.evaluate returning the next value of curves[split name] (the loader's `name` attribute) per call."""
+    calls = {k: 0 for k in curves}
+
+    def fake(model, loader, device, num_steps=None, ks=(1, 3, 5), per_sample=False):
+        name = loader.name
+        v = curves[name][calls[name]]
+        calls[name] += 1
+        return {f"acc{k}": v for k in ks}
+
+    monkeypatch.setattr(train, "evaluate", fake)
+    return calls
+
+
+def _tiny_fit(tmp_path, evals, **cfg):
+    b = config.parse("base", dict(dataset="synthetic", synthetic_size=64, val_size=16, batch_size=16, device="cpu"))
+    s = config.parse("scratch", dict(embed_dim=16, num_heads=2, num_steps=2, epochs=1))
+    train.seed_everything(0)
+    tr, va, te = pipeline.data_loaders(b)
+    va.name, te.name = "val", "test"
+    loaders = {k: {"val": va, "test": te}[k] for k in evals}
+    model = pipeline.build_scratch(b, s)
+    out = str(tmp_path)
+    hist = train.fit(model, tr, loaders, objectives.ode_scratch(), train.TrainConfig(device="cpu", **cfg), out)
+    return hist, torch.load(tmp_path / "best.pt", weights_only=True)["epoch"]
+
+
+def test_early_stop_epoch_and_summary(tmp_path, monkeypatch):
+    calls = _scripted(monkeypatch, {"val": [0.5, 0.6, 0.601, 0.6015, 0.9, 0.9]})
+    hist, best = _tiny_fit(tmp_path, ["val"], epochs=6, patience=2, min_delta_pts=0.2)
+    assert len(hist) == 4 and calls["val"] == 4  # epochs 3 and 4 gained < 0.2 pt: stop before epoch 5
+    assert best == 4  # best.pt follows the best value (0.6015), gain threshold or not; patience counts gains >= 0.2
+    s = train.summary(hist, "val", 0.2, 2, max_epochs=6)
+    assert s["epochs_run"] == 4 and s["stopped_early"] and s["converged"]
+    assert s["val_gain_last_pts"] == pytest.approx(0.15) and s["val_acc1"] == 0.6015 and s["best_epoch"] == 4
+
+
+def test_select_on_test_reproduces_test_selection(tmp_path, monkeypatch):
+    curves = {"val": [0.5, 0.7, 0.6], "test": [0.6, 0.5, 0.8]}
+    _scripted(monkeypatch, curves)
+    hist, best = _tiny_fit(tmp_path / "val", ["val"], epochs=3)
+    assert best == 2 and "test_acc1" not in hist[0]  # validation selection; the test set is not scored per epoch
+    calls = _scripted(monkeypatch, curves)
+    hist, best = _tiny_fit(tmp_path / "test", ["val", "test"], epochs=3, select_on="test")
+    assert best == 3 and calls == {"val": 3, "test": 3}  # the authors' switch: best epoch by test Acc@1
+    assert train.summary(hist, "test", 0.2, 2)["best_epoch"] == 3
+
+
+def test_val_size_zero_requires_test_selection():
+    with pytest.raises(config.ConfigError, match=r"base.val_size = 0 leaves no validation split: set "
+                                                 r"base.select_on: test"):
+        config.parse("base", dict(val_size=0))
+    assert config.parse("base", dict(val_size=0, select_on="test")).select_on == "test"
+    with pytest.raises(config.ConfigError, match=r"teacher.patience = -1 must be >= 0"):
+        config.parse("teacher", dict(patience=-1))
