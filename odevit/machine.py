@@ -125,6 +125,7 @@ def machine_info() -> Dict[str, Any]:
         "os": platform.platform(),
         "python": platform.python_version(),
         "versions": versions(),
+        "torch_build": torch.__version__,  # with its local tag (e.g. +cu130, +cpu): which wheel of that version
         "lock_sha256": file_sha256(LOCK),
         "cuda_device": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
     }

@@ -21,6 +21,7 @@ import pandas as pd
 import yaml
 
 from .bench import VIT, activation_markdown, bf16_skipped
+from .machine import machine_info
 from .report import to_markdown
 from .study import collect
 
@@ -320,8 +321,8 @@ def record_run(t0: float, out: str = "results/run.json") -> bool:
     gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
     machine = f"{platform.machine()}, {os.cpu_count()} CPU cores, {gpu}"
     with open(out, "w") as f:
-        json.dump({"date": time.strftime("%Y-%m-%d"), "machine": machine, "wall_s": round(time.time() - t0, 1)}, f,
-                  indent=2)
+        json.dump({"date": time.strftime("%Y-%m-%d"), "machine": machine, "wall_s": round(time.time() - t0, 1),
+                   "machine_info": machine_info()}, f, indent=2)
         f.write("\n")
     return True
 
