@@ -1,19 +1,34 @@
-# Two commands: `make repro` (the whole pipeline, offline default) and `make test`. Both bootstrap .venv.
+# Two commands: `make repro` (the whole pipeline, offline default) and `make test`. Both bootstrap .venv from the
+# hashed lock (requirements.lock); `make lock` refreshes the lock from pyproject.toml.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test repro data clean-venv
+.PHONY: install lock test repro data clean-venv
 
-$(STAMP): pyproject.toml
+# The lock (docs/reproducibility.md): pip-tools' pip-compile --generate-hashes over pyproject.toml's dependencies and
+# its extras, a plain requirements file that pip installs itself with --require-hashes (no extra tool at install
+# time; conda's pip section reads it too). CPython 3.11, Linux x86_64: the committed run's platform.
+LOCK := requirements.lock
+
+$(STAMP): $(LOCK) pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet pip==26.3  # the pip that made the lock (the venv's own may predate its cache)
+	$(BIN)/python -m pip install --quiet --require-hashes -r $(LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (odevit)" >/dev/null
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# re-resolve the lock after a pyproject.toml change (existing pins kept where they still satisfy it; add
+# PIP_COMPILE_ARGS=--upgrade to move everything to the newest releases), then stamp pyproject's dependency hash
+lock: $(STAMP)
+	$(BIN)/python -m pip install --quiet "pip-tools>=7.4"  # the lock's maker, not a dependency of odevit
+	$(BIN)/pip-compile --quiet --generate-hashes --extra pipeline --extra dev --strip-extras --allow-unsafe \
+	  --no-emit-index-url --no-emit-find-links $(PIP_COMPILE_ARGS) -o $(LOCK) pyproject.toml
+	$(BIN)/python -m odevit.machine --stamp-lock $(LOCK)
 
 test: $(STAMP) data  # data: the published-weights test evaluates on the real Fashion-MNIST test set
 	$(BIN)/python -m pytest -q
