@@ -7,9 +7,11 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install lock test repro data clean-venv
 
-# The lock (docs/reproducibility.md): pip-tools' pip-compile --generate-hashes over pyproject.toml's dependencies and
+# The lock (docs/reproducibility.md): uv's `pip compile --generate-hashes` over pyproject.toml's dependencies and
 # its extras, a plain requirements file that pip installs itself with --require-hashes (no extra tool at install
-# time; conda's pip section reads it too). CPython 3.11, Linux x86_64: the committed run's platform.
+# time; conda's pip section reads it too). uv, not pip-tools: here pip-compile had not finished hashing after 40 min
+# (it downloads every candidate file an index gives no hash for), uv took 20 s. CPython 3.11.7, Linux x86_64
+# glibc >= 2.34 (manylinux_2_34): the committed run's platform.
 LOCK := requirements.lock
 
 $(STAMP): $(LOCK) pyproject.toml
@@ -23,11 +25,13 @@ $(STAMP): $(LOCK) pyproject.toml
 install: $(STAMP)
 
 # re-resolve the lock after a pyproject.toml change (existing pins kept where they still satisfy it; add
-# PIP_COMPILE_ARGS=--upgrade to move everything to the newest releases), then stamp pyproject's dependency hash
+# LOCK_ARGS=--upgrade to move everything to the newest releases; a machine whose pip reads local indexes passes
+# them too, e.g. LOCK_ARGS='--extra-index-url file:///opt/pypi/simple'), then stamp pyproject's dependency hash
 lock: $(STAMP)
-	$(BIN)/python -m pip install --quiet "pip-tools>=7.4"  # the lock's maker, not a dependency of odevit
-	$(BIN)/pip-compile --quiet --generate-hashes --extra pipeline --extra dev --strip-extras --allow-unsafe \
-	  --no-emit-index-url --no-emit-find-links $(PIP_COMPILE_ARGS) -o $(LOCK) pyproject.toml
+	$(BIN)/python -m pip install --quiet "uv>=0.5"  # the lock's maker, not a dependency of odevit
+	$(BIN)/uv pip compile --quiet --generate-hashes --extra pipeline --extra dev --python-version 3.11.7 \
+	  --python-platform x86_64-manylinux_2_34 --index-strategy unsafe-best-match --custom-compile-command "make lock" \
+	  $(LOCK_ARGS) -o $(LOCK) pyproject.toml
 	$(BIN)/python -m odevit.machine --stamp-lock $(LOCK)
 
 test: $(STAMP) data  # data: the published-weights test evaluates on the real Fashion-MNIST test set

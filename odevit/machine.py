@@ -69,15 +69,18 @@ def file_sha256(path: os.PathLike | str) -> Optional[str]:
         return None
 
 
-def pyproject_deps(path: os.PathLike | str = PYPROJECT) -> Dict[str, List[str]]:
-    """pyproject.toml's requirements: {"": dependencies, EXTRA: optional-dependencies[EXTRA], ...}."""
+def _toml_load(f) -> Dict[str, Any]:
     try:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10
         import tomli as tomllib
+    return tomllib.load(f)
 
+
+def pyproject_deps(path: os.PathLike | str = PYPROJECT) -> Dict[str, List[str]]:
+    """pyproject.toml's requirements: {"": dependencies, EXTRA: optional-dependencies[EXTRA], ...}."""
     with open(path, "rb") as f:
-        project = tomllib.load(f)["project"]
+        project = _toml_load(f)["project"]
     return {"": list(project.get("dependencies", [])), **project.get("optional-dependencies", {})}
 
 
@@ -109,6 +112,52 @@ def stamp_lock(lock: os.PathLike | str = LOCK, pyproject: os.PathLike | str = PY
     with open(lock, "w") as f:
         f.writelines(lines)
     return digest
+
+
+def read_lock(lock: os.PathLike | str = LOCK) -> Dict[str, Dict[str, Any]]:
+    """The lock's pins: {canonical name: {"version": V, "hashes": [sha256, ...]}}."""
+    from packaging.utils import canonicalize_name
+
+    pins: Dict[str, Dict[str, Any]] = {}
+    current = None
+    with open(lock) as f:
+        for line in f:
+            m = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?==([^\s;\\]+)", line)  # name[extras]==V
+            if m:
+                current = canonicalize_name(m.group(1))
+                pins[current] = {"version": m.group(3), "hashes": []}
+            elif current and line.strip().startswith("--hash=sha256:"):
+                pins[current]["hashes"].append(line.split("sha256:")[1].split()[0])
+    return pins
+
+
+def lock_problems(lock: os.PathLike | str = LOCK, pyproject: os.PathLike | str = PYPROJECT) -> List[str]:
+    """Where the lock and pyproject.toml disagree (empty: they agree): a requirement of pyproject (its dependencies
+    and every extra) missing from the lock or pinned outside its specifier, a pin without a hash, or a lock stamped
+    from another dependency section."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    with open(pyproject, "rb") as f:
+        name = canonicalize_name(_toml_load(f)["project"]["name"])
+    pins, out = read_lock(lock), []
+    for extra, reqs in pyproject_deps(pyproject).items():
+        for text in reqs:
+            req = Requirement(text)
+            key = canonicalize_name(req.name)
+            if key == name:  # an extra naming the project's own extras (dev = ["odevit[pipeline]"])
+                continue
+            where = f"pyproject {'dependencies' if not extra else 'extra ' + extra}: '{text}'"
+            if key not in pins:
+                out.append(f"{where} is not in the lock (make lock)")
+            elif not req.specifier.contains(pins[key]["version"], prereleases=True):
+                out.append(f"{where}: the lock pins {pins[key]['version']} (make lock)")
+    out += [f"lock: {k}=={v['version']} has no --hash" for k, v in pins.items() if not v["hashes"]]
+    stamp, digest = lock_stamp(lock), pyproject_deps_sha256(pyproject)
+    if stamp != digest:
+        out.append(f"lock: made from another pyproject dependency section (stamp {stamp}, pyproject now {digest}; "
+                   "make lock)")
+    return out
 
 
 def machine_info() -> Dict[str, Any]:
