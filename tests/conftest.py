@@ -1,4 +1,4 @@
-"""Suite-wide memory: freed memory goes back to the OS after each test module, and the terminal summary names the
+"""Suite-wide memory: freed memory goes back to the OS after each test, and the terminal summary names the
 tests that raised the process's peak resident memory (`make test` must stay within 8 GB; `-m "not bigmem"`
 deselects any case marked as needing more)."""
 import ctypes
@@ -16,10 +16,10 @@ def _peak_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # Linux: KiB
 
 
-@pytest.fixture(autouse=True, scope="module")
+@pytest.fixture(autouse=True)
 def _release_memory():
-    """glibc keeps freed arenas mapped; gc + malloc_trim after each module keep one module's models from adding to
-    the next one's peak."""
+    """glibc keeps freed arenas mapped; gc + malloc_trim after each test keep one test's models (a ViT-B teacher in
+    each paper preset) from adding to the next one's peak."""
     yield
     gc.collect()
     if sys.platform.startswith("linux"):
