@@ -1,19 +1,38 @@
-# Two commands: `make repro` (the whole pipeline, offline default) and `make test`. Both bootstrap .venv.
+# Two commands: `make repro` (the whole pipeline, offline default) and `make test`. Both bootstrap .venv from the
+# hashed lock (requirements.lock); `make lock` refreshes the lock from pyproject.toml.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test repro data clean-venv
+.PHONY: install lock test repro data clean-venv
 
-$(STAMP): pyproject.toml
+# The lock (docs/reproducibility.md): uv's `pip compile --generate-hashes` over pyproject.toml's dependencies and
+# its extras, a plain requirements file that pip installs itself with --require-hashes (no extra tool at install
+# time; conda's pip section reads it too). uv, not pip-tools: here pip-compile had not finished hashing after 40 min
+# (it downloads every candidate file an index gives no hash for), uv took 20 s. CPython 3.11.7, Linux x86_64
+# glibc >= 2.34 (manylinux_2_34): the committed run's platform.
+LOCK := requirements.lock
+
+$(STAMP): $(LOCK) pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet pip==26.3  # the pip that made the lock (the venv's own may predate its cache)
+	$(BIN)/python -m pip install --quiet --require-hashes -r $(LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (odevit)" >/dev/null
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# re-resolve the lock after a pyproject.toml change (existing pins kept where they still satisfy it; add
+# LOCK_ARGS=--upgrade to move everything to the newest releases; a machine whose pip reads local indexes passes
+# them too, e.g. LOCK_ARGS='--extra-index-url file:///opt/pypi/simple'), then stamp pyproject's dependency hash
+lock: $(STAMP)
+	$(BIN)/python -m pip install --quiet "uv>=0.5"  # the lock's maker, not a dependency of odevit
+	$(BIN)/uv pip compile --quiet --generate-hashes --extra pipeline --extra dev --python-version 3.11.7 \
+	  --python-platform x86_64-manylinux_2_34 --index-strategy unsafe-best-match --custom-compile-command "make lock" \
+	  $(LOCK_ARGS) -o $(LOCK) pyproject.toml
+	$(BIN)/python -m odevit.machine --stamp-lock $(LOCK)
 
 test: $(STAMP) data  # data: the published-weights test evaluates on the real Fashion-MNIST test set
 	$(BIN)/python -m pytest -q

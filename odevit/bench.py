@@ -30,6 +30,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
+from .machine import machine_info
 from .model import ODEViT
 from .objectives import distill, ode_scratch
 from .pipeline import write_json
@@ -319,7 +320,8 @@ def main() -> None:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if args.activation_only:
         acts = activation_memory(device)
-        write_json({"date": time.strftime("%Y-%m-%d"), "torch": torch.__version__, "activation_memory": acts},
+        write_json({"date": time.strftime("%Y-%m-%d"), "torch": torch.__version__, "activation_memory": acts,
+                    "machine_info": machine_info()},
                    os.path.join(args.out, "activation_memory.json"))
         write_text(activation_markdown(acts), os.path.join(args.out, "activation_memory.md"))
         return
@@ -356,7 +358,7 @@ def main() -> None:
     meta = {"device": torch.cuda.get_device_name() if device.type == "cuda" else platform.processor() or "cpu",
             "threads": torch.get_num_threads(), "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
             "matmul_roof_gflop_s": roof, "bf16_probe_gflop_s": probe, "bf16_native": native,
-            "wall_s": time.perf_counter() - t0}
+            "wall_s": time.perf_counter() - t0, "machine_info": machine_info()}
     result = {"meta": meta, "rows": rows, "speedups": ups, "time_shares": shares, "distill": dist,
               "activation_memory": acts}
     write_json(result, os.path.join(args.out, "bench.json"))

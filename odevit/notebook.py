@@ -3,7 +3,9 @@
 1. validate the params the stage reads (`config.check_stage`: one line, exit 2, before the kernel starts);
 2. papermill-execute `notebooks/STAGE.ipynb` into `outputs/STAGE.ipynb` from the repository root, injecting only
    the params.yaml blocks that notebook's parameters cell declares;
-3. 07_report: export the executed report itself to `results/07_report/html/` (it exports 01–06 from inside).
+3. strip the run's timestamps and durations from `outputs/STAGE.ipynb` (`stabilise`): a rerun that changes no
+   result leaves the executed notebook byte-identical (run times live in the stages' timing.json files);
+4. 07_report: export the executed report itself to `results/07_report/html/` (it exports 01–06 from inside).
 
 The console shows one line per stage and what the cells print (one line per epoch, real warnings); papermill's
 per-cell banners, its echo of every cell's value, its progress bar and the kernel's transport notice are left out.
@@ -65,6 +67,31 @@ def export_html(out_dir: str, executed: str = "outputs", skip: Optional[str] = "
     return done
 
 
+RUN_KEYS = ("start_time", "end_time", "duration")  # papermill's per-notebook and per-cell clock readings
+
+
+def strip_run_metadata(nb: Dict[str, Any]) -> Dict[str, Any]:
+    """Remove what differs between two runs that compute the same thing, in place: papermill's start/end time and
+    duration (notebook and cells), the kernel's per-cell `execution` timestamps, and the random id papermill gives
+    its injected-parameters cell (set to "injected-parameters"). Returns `nb`."""
+    for meta in [nb.get("metadata", {})] + [c.get("metadata", {}) for c in nb.get("cells", [])]:
+        for k in RUN_KEYS:
+            meta.get("papermill", {}).pop(k, None)
+        meta.pop("execution", None)
+    for cell in nb.get("cells", []):
+        if "injected-parameters" in cell.get("metadata", {}).get("tags", []) and "id" in cell:
+            cell["id"] = "injected-parameters"
+    return nb
+
+
+def stabilise(path: str) -> None:
+    """Rewrite the executed notebook at `path` without its run timestamps (strip_run_metadata)."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=nbformat.NO_CONVERT)
+    nbformat.write(strip_run_metadata(nb), path)
+
+
 def declared_parameters(path: str) -> list:
     """Names assigned in the notebook's cell tagged `parameters` (papermill's own inspection)."""
     import papermill
@@ -88,6 +115,7 @@ def execute(stage: str, params_file: str = "params.yaml", out_dir: str = "output
         src, dst, parameters={k: v for k, v in params.items() if k in wanted}, kernel_name="python3",
         cwd=".", progress_bar=False, log_output=False, stdout_file=sys.stdout, stderr_file=sys.stderr,
         kernel_manager_class=_kernel_manager())
+    stabilise(dst)
     if stage == "07_report":
         export_html("results/07_report/html", executed=out_dir, skip=None, names=[stage])
     print(f"[{stage}] done in {time.time() - t0:.0f} s", flush=True)

@@ -21,6 +21,7 @@ import pandas as pd
 import yaml
 
 from .bench import VIT, activation_markdown, bf16_skipped
+from .machine import machine_info
 from .report import to_markdown
 from .study import collect
 
@@ -271,10 +272,34 @@ def run_time(root: str = ".") -> str:
             + "); the rest of a run is each stage's start-up, test-set evaluation and Acc@1-vs-N curves, and the analyses.")
 
 
+def _bib_key(ref: Dict) -> str:
+    first = re.sub(r"[^a-z]", "", ref["authors"][0]["family-names"].lower())
+    word = re.sub(r"[^a-z0-9]", "", ref["title"].split()[0].lower())
+    return f"{first}{ref['year']}{word}"
+
+
+def cite(root: str = ".") -> str:
+    """The paper as BibTeX and this repository, from CITATION.cff (its preferred-citation and its own fields)."""
+    with open(os.path.join(root, "CITATION.cff"), encoding="utf-8") as f:
+        cff = yaml.safe_load(f)
+    ref = cff["preferred-citation"]
+    authors = " and ".join(f"{a['family-names']}, {a['given-names']}" for a in ref["authors"])
+    arxiv = next((i["value"] for i in ref.get("identifiers", []) if str(i["value"]).startswith("arXiv:")), None)
+    fields = {"title": ref["title"].replace("&", r"\&"), "author": authors,
+              "journal": f"{ref['journal']} {arxiv}" if arxiv else ref["journal"], "year": ref["year"],
+              "doi": ref.get("doi"), "url": ref.get("url")}
+    bib = ",\n".join(f"  {k:<7} = {{{v}}}" for k, v in fields.items() if v is not None)
+    repo_authors = ", ".join(a.get("name") or f"{a['given-names']} {a['family-names']}" for a in cff["authors"])
+    return (f"{cff['message']} The paper:\n\n```bibtex\n@article{{{_bib_key(ref)},\n{bib}\n}}\n```\n\n"
+            f"This repository: {repo_authors}, *{cff['title']}*, version {cff['version']}, {cff['license']} license "
+            "(`LICENSE`); `CITATION.cff` holds both (GitHub's \"Cite this repository\" reads it).")
+
+
 SECTIONS: Dict[str, Callable[[str], str]] = {
     "claims-table": claims_table, "main-table": main_table, "weights-table": weights_table,
     "dynamics-summary": dynamics_summary, "bench-tables": bench_tables, "bench-summary": bench_summary,
     "cpu-study": cpu_study, "gpu-estimate": gpu_estimate, "gpu-study": gpu_study, "run-time": run_time,
+    "cite": cite,
 }
 
 
@@ -344,7 +369,7 @@ def record_run(t0: float, out: str = "results/run.json") -> bool:
     times = stage_times()
     with open(out, "w") as f:
         json.dump({"date": time.strftime("%Y-%m-%d"), "machine": machine, "wall_s": wall, **times,
-                   "dvc_other_s": round(wall - times["stages_s"], 1)}, f, indent=2)
+                   "dvc_other_s": round(wall - times["stages_s"], 1), "machine_info": machine_info()}, f, indent=2)
         f.write("\n")
     return True
 
