@@ -1,0 +1,138 @@
+"""The layout: the ODE-ViT layer (odevit/*.py) never imports the lab (odevit/repro/), and no odevit module imports
+itself back through a circle. The import graph is read from the AST, function-level imports included (a lazy
+import is still a dependency). `python tools/relayout.py` produced this layout; docs/layout.md is its module map."""
+from __future__ import annotations
+
+import ast
+import graphlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, Set
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CORE = {"__init__", "layers", "model", "solvers", "schedule", "losses", "teacher", "hub"}
+
+
+def import_graph(pkg_dir: Path) -> Dict[str, Set[str]]:
+    """Module -> the modules of the same package it imports anywhere in its source (relative or absolute)."""
+    pkg = pkg_dir.name
+    mods = {}
+    for path in pkg_dir.rglob("*.py"):
+        parts = list(path.relative_to(pkg_dir.parent).with_suffix("").parts)
+        is_init = parts[-1] == "__init__"
+        name = ".".join(parts[:-1] if is_init else parts)
+        mods[name] = (path, name if is_init else name.rpartition(".")[0])
+    graph: Dict[str, Set[str]] = {}
+    for name, (path, own) in mods.items():
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base_parts = own.split(".")[: len(own.split(".")) - node.level + 1]
+                    base = ".".join(base_parts + ([node.module] if node.module else []))
+                else:
+                    base = node.module or ""
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names]
+            else:
+                continue
+            for t in targets:
+                while t and t not in mods:
+                    t = t.rpartition(".")[0]
+                if t and t not in (name, pkg):  # `from . import x` reaches x, not the package's __init__
+                    deps.add(t)
+        graph[name] = deps
+    return graph
+
+
+def cycle(graph: Dict[str, Set[str]]):
+    """One import circle as a list of modules, or None."""
+    try:
+        tuple(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError as e:
+        return e.args[1]
+    return None
+
+
+def test_graph_and_cycle_on_a_known_package(tmp_path):
+    """Hand-built package: a lazy import inside a function and a two-level relative import close a circle."""
+    p = tmp_path / "pkg"
+    (p / "sub").mkdir(parents=True)
+    (p / "__init__.py").write_text("from . import a\n")
+    (p / "a.py").write_text("import os\n\ndef f():\n    from .sub import b\n    return b\n")
+    (p / "sub" / "__init__.py").write_text("")
+    (p / "sub" / "b.py").write_text("from ..c import x\n")
+    (p / "c.py").write_text("import pkg.a\nx = 1\n")
+    g = import_graph(p)
+    assert g == {"pkg": {"pkg.a"}, "pkg.a": {"pkg.sub.b"}, "pkg.sub": set(), "pkg.sub.b": {"pkg.c"},
+                 "pkg.c": {"pkg.a"}}
+    assert set(cycle(g)) == {"pkg.a", "pkg.sub.b", "pkg.c"}
+    (p / "c.py").write_text("x = 1\n")
+    assert cycle(import_graph(p)) is None
+
+
+def test_the_layer_is_exactly_the_core_files():
+    top = {f.stem for f in (ROOT / "odevit").glob("*.py")}
+    assert top == CORE, (f"odevit/ holds the ODE-ViT layer only ({sorted(CORE)}); lab modules go to odevit/repro/: "
+                         f"extra {sorted(top - CORE)}, missing {sorted(CORE - top)}")
+    assert (ROOT / "odevit" / "repro" / "__init__.py").is_file()
+
+
+def test_the_layer_never_imports_the_lab():
+    g = import_graph(ROOT / "odevit")
+    bad = {m: sorted(d for d in deps if d.startswith("odevit.repro")) for m, deps in g.items()
+           if not m.startswith("odevit.repro")}
+    assert {m: d for m, d in bad.items() if d} == {}
+
+
+def test_import_odevit_loads_no_lab_module():
+    code = ("import sys, timm, odevit; timm.create_model('odevit_small_patch7_28'); "
+            "print(sorted(m for m in sys.modules if m.startswith('odevit.repro')))")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "[]"
+
+
+def test_no_import_circle():
+    assert cycle(import_graph(ROOT / "odevit")) is None
+
+
+def test_hub_data_table_agrees_with_the_lab():
+    """The layer keeps its own copy of the rows of data.INFO it needs (it must not import the lab)."""
+    from odevit import hub
+    from odevit.repro import data
+
+    assert hub.DATA_INFO
+    for name, row in hub.DATA_INFO.items():
+        assert data.INFO[name] == row, name
+
+
+def test_fingerprint_covers_every_source_file(tmp_path, monkeypatch):
+    """train.fingerprint hashes the layer and the lab: an edit to either, or a new module anywhere, changes it."""
+    from odevit.repro import train
+
+    copy = tmp_path / "odevit"
+    shutil.copytree(ROOT / "odevit", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(train, "__file__", str(copy / "repro" / "train.py"))
+    seen = [train.fingerprint("cfg")]
+    for path in (copy / "layers.py", copy / "repro" / "stats.py"):
+        path.write_text(path.read_text() + "\n# edited\n")
+        seen.append(train.fingerprint("cfg"))
+    (copy / "repro" / "new_module.py").write_text("")
+    seen.append(train.fingerprint("cfg"))
+    assert len(set(seen)) == 4
+    assert train.fingerprint("cfg") == seen[-1]  # and it is deterministic
+
+
+@pytest.mark.parametrize("cmd", [["-m", "odevit.repro.config", "01_data"], ["-m", "odevit.repro.evaluate", "--list"]])
+def test_stage_commands_run_from_the_new_paths(cmd):
+    p = subprocess.run([sys.executable, *cmd], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
