@@ -32,7 +32,7 @@ lock: $(STAMP)
 	$(BIN)/uv pip compile --quiet --generate-hashes --extra pipeline --extra dev --python-version 3.11.7 \
 	  --python-platform x86_64-manylinux_2_34 --index-strategy unsafe-best-match --custom-compile-command "make lock" \
 	  $(LOCK_ARGS) -o $(LOCK) pyproject.toml
-	$(BIN)/python -m odevit.machine --stamp-lock $(LOCK)
+	$(BIN)/python -m odevit.repro.machine --stamp-lock $(LOCK)
 
 test: $(STAMP) data  # data: the published-weights test evaluates on the real Fashion-MNIST test set
 	$(BIN)/python -m pytest -q
@@ -45,8 +45,8 @@ data:
 	  echo "dataset-fashion-mnist not installed (no apt/root): the pipeline will try torchvision's download"; }
 
 repro: $(STAMP) data  # results/run.json: this machine and the wall time of the dvc repro (README's run time)
-	t0=$$(date +%s) && PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro && $(BIN)/python -m odevit.readme --record-run $$t0
-	$(BIN)/python -m odevit.readme  # the README's result sections, from the results files just written
+	t0=$$(date +%s) && PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro && $(BIN)/python -m odevit.repro.readme --record-run $$t0
+	$(BIN)/python -m odevit.repro.readme  # the README's result sections, from the results files just written
 
 clean-venv:
 	rm -rf $(VENV)

@@ -5,10 +5,10 @@
     free = timm.create_model("odevit_small_patch7_28.fmnist_free", pretrained=True)
     teacher = odevit.create_teacher("odevit_teacher_patch7_28.fmnist", num_classes=10, pretrained=True)
 
-`python -m odevit.publish` (DVC stage publish) writes weights/TAG.safetensors (weights only, no optimiser
+`python -m odevit.repro.publish` (DVC stage publish) writes weights/TAG.safetensors (weights only, no optimiser
 state) and weights/manifest.json: per tag the file's sha256 and size, the architecture and its constructor
 arguments, the checkpoint, cell and seed it came from, the params fingerprint of its run, the data it was
-evaluated on and the metrics of that run (which loading the tag must reproduce: `python -m odevit.evaluate TAG`).
+evaluated on and the metrics of that run (which loading the tag must reproduce: `python -m odevit.repro.evaluate TAG`).
 A missing or altered file is refused with its name and the checksum the manifest expects.
 """
 from __future__ import annotations
@@ -26,8 +26,11 @@ from timm.models import build_model_with_cfg, generate_default_cfgs, register_mo
 from timm.models._builder import resolve_pretrained_cfg
 from timm.models.vision_transformer import VisionTransformer, checkpoint_filter_fn
 
-from . import data, train
 from .model import ODEViT, build, getter_features
+
+# (channels, image size, classes, mean, std) of the datasets the published weights were trained on; a copy of
+# odevit.repro.data.INFO's rows (the layer never imports the lab; tests/test_layout.py checks they agree)
+DATA_INFO = {'fashion_mnist': (1, 28, 10, (0.286,), (0.353,))}
 
 WEIGHTS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "weights")
 MANIFEST = "manifest.json"
@@ -61,7 +64,7 @@ def weights_path(tag: str, root: str = WEIGHTS_DIR) -> str:
 
 
 def _cfg(tag: str) -> Dict[str, Any]:
-    _, _, _, mean, std = data.INFO["fashion_mnist"]
+    _, _, _, mean, std = DATA_INFO["fashion_mnist"]
     return {"file": weights_path(tag), "num_classes": 10, "input_size": (1, 28, 28), "mean": mean, "std": std,
             "first_conv": "patch_embed.proj", "classifier": "head",
             "notes": (f"{TAGS[tag][1]} of this repository's default run (Fashion-MNIST); "
@@ -175,22 +178,6 @@ def create(tag: str, root: str = WEIGHTS_DIR) -> nn.Module:
     if entry(tag, root).get("architecture"):
         return timm.create_model(tag, pretrained=True, pretrained_cfg_overlay=dict(file=weights_path(tag, root))).eval()
     return load(tag, root)
-
-
-def evaluate_tag(tag: str, num_steps: Optional[int] = None, root: str = WEIGHTS_DIR, data_root: Optional[str] = None,
-                 limit: Optional[int] = None) -> Dict[str, float]:
-    """Acc@1/3/5 of a published model on the test split it was evaluated on (its manifest's data block), in fp32
-    on CPU, through `create` (timm.create_model for a registered architecture; it checks the file)."""
-    d = entry(tag, root)["data"]
-    model = create(tag, root)
-    if num_steps is not None and not isinstance(model, ODEViT):
-        raise ValueError(f"--num-steps: {tag} is a discrete ViT (fixed depth), not an ODE model")
-    split = data.load_split(d["dataset"], "test", data_root or d["data_root"], download=False,
-                            synthetic_size=d["synthetic_size"], seed=d["seed"])
-    tf = data.batch_transform(d["dataset"], d["image_size"], d["channels"], d["normalize"])
-    loader = data.Loader(split, d["eval_batch_size"], tf, limit=limit if limit is not None else (d["test_limit"] or None))
-    train.set_precision("fp32")
-    return train.evaluate(model, loader, torch.device("cpu"), num_steps=num_steps)
 
 
 def published_models(cells: List[str], device: torch.device,

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from odevit import ODEViT
-from odevit import analysis as A
+from odevit.repro import analysis as A
 
 
 def euler_step(Amat, h):

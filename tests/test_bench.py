@@ -1,7 +1,7 @@
-"""The benchmark script runs end to end on a tiny config (its numbers are measured by `python -m odevit.bench`)."""
+"""The benchmark script runs end to end on a tiny config (its numbers are measured by `python -m odevit.repro.bench`)."""
 import torch
 
-from odevit import bench
+from odevit.repro import bench
 
 SPEC = (8, 4, 1, 16, 2, 1.0, 2, 4, 4)
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import yaml
 
-from odevit import readme
+from odevit.repro import readme
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,11 +1,11 @@
-"""python -m odevit.compare on two fabricated results trees with hand-computed differences."""
+"""python -m odevit.repro.compare on two fabricated results trees with hand-computed differences."""
 import json
 import subprocess
 
 import pandas as pd
 import pytest
 
-from odevit import compare
+from odevit.repro import compare
 
 MACHINE = {"cpu_model": "AMD EPYC", "cpu_capability": "AVX2", "threads": 2, "lock_sha256": "ab"}
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from odevit import data
+from odevit.repro import data
 
 
 def _write_idx(path, arr):

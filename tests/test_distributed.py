@@ -10,7 +10,7 @@ import pytest
 import torch
 import yaml
 
-from odevit import data
+from odevit.repro import data
 from test_pipeline import tiny_params
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,7 +52,7 @@ def _train(work: Path, nproc: int) -> None:
     (work / "params.yaml").write_text(yaml.safe_dump(p))
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
     launch = ([sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}",
-               f"--master_port={_free_port()}", "-m", "odevit.run"] if nproc > 1 else [sys.executable, "-m", "odevit.run"])
+               f"--master_port={_free_port()}", "-m", "odevit.repro.run"] if nproc > 1 else [sys.executable, "-m", "odevit.repro.run"])
     for stage in ("02_teacher", "04_distill"):
         r = subprocess.run(launch + [stage], cwd=work, env=env, capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

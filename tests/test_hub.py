@@ -10,7 +10,8 @@ import timm
 import torch
 
 import odevit
-from odevit import data, evaluate, hub
+from odevit import hub
+from odevit.repro import data, evaluate
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = json.loads((ROOT / "weights" / "manifest.json").read_text())["weights"]

@@ -8,7 +8,7 @@ from importlib import metadata
 
 import pytest
 
-from odevit import machine
+from odevit.repro import machine
 
 PYPROJECT = """[project]
 name = "odevit"

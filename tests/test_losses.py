@@ -155,7 +155,8 @@ def test_cached_teacher_states_give_the_same_loss():
     """Distillation with the teacher's CLS states cached once equals running the teacher per batch."""
     import timm
 
-    from odevit import data, objectives, student_from_teacher
+    from odevit import student_from_teacher
+    from odevit.repro import data, objectives
 
     torch.manual_seed(0)
     t = timm.create_model("vit_tiny_patch16_224", img_size=8, patch_size=4, in_chans=1, embed_dim=16, depth=2,
@@ -232,7 +233,7 @@ def _tiny_teacher():
 def test_label_free_default_never_reads_labels_and_the_frozen_teacher_head_classifies():
     """The default distill block (ce_weight 0, the paper's MSE + JaSMin): permuted labels give the same loss and the
     same gradients; the head and its norm are the teacher's, frozen. With ce_weight 1 the labels matter."""
-    from odevit import config, pipeline
+    from odevit.repro import config, pipeline
 
     t = _tiny_teacher()
     cfg = config.parse("distill", dict(num_steps=4))

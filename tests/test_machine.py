@@ -1,4 +1,4 @@
-"""odevit.machine: the record of the machine and software a result came from."""
+"""odevit.repro.machine: the record of the machine and software a result came from."""
 import json
 import os
 import time
@@ -6,7 +6,7 @@ import time
 import pytest
 import torch
 
-from odevit import machine, readme
+from odevit.repro import machine, readme
 
 CPUINFO = """processor\t: 0
 vendor_id\t: GenuineIntel

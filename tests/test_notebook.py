@@ -4,7 +4,7 @@ import copy
 import nbformat
 import pytest
 
-from odevit.notebook import stabilise, strip_run_metadata
+from odevit.repro.notebook import stabilise, strip_run_metadata
 
 
 def _executed(start: str, end: str, duration: float, cell_id: str) -> nbformat.NotebookNode:

@@ -77,7 +77,7 @@ def test_dvc_repro_tiny_writes_every_declared_output(repro):
         assert m["cell"] == name and m["seed"] == seed and _finite(m)
         assert (repro / f"checkpoints/cells/{name}/s{seed}/best.pt").is_file()
     claims = __import__("pandas").read_csv(repro / "results/07_report/claims.csv")
-    from odevit import report
+    from odevit.repro import report
 
     assert list(claims.columns) == report.CLAIM_COLUMNS and claims.claim.tolist() == list(report.paper.CLAIMS)
     measured = claims[claims.verdict != report.stats.NOT_MEASURED]
@@ -207,7 +207,7 @@ def test_notebook_runs_when_opened_from_notebooks_dir(repro, tmp_path):
 
 
 def test_report_table_follows_metrics_files(repro, monkeypatch):
-    from odevit import report
+    from odevit.repro import report
 
     monkeypatch.chdir(repro)
     before, claims = report.main_table("synthetic"), report.claims()
@@ -252,9 +252,9 @@ def test_dvc_commands_work_on_a_fresh_clone(tmp_path):
 
 def test_stage_per_notebook():
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
-    assert stages.pop("cell")["cmd"] == "python -m odevit.study ${item.name} ${item.seed}"  # the study's runs
-    assert stages.pop("publish")["cmd"] == "python -m odevit.publish"  # weights/ (tests/test_hub.py)
+    assert stages.pop("cell")["cmd"] == "python -m odevit.repro.study ${item.name} ${item.seed}"  # the study's runs
+    assert stages.pop("publish")["cmd"] == "python -m odevit.repro.publish"  # weights/ (tests/test_hub.py)
     assert {f"notebooks/{n}.ipynb" for n in stages} == {f"notebooks/{p.name}" for p in NOTEBOOKS}
     for name, st in stages.items():
-        assert st["cmd"] == f"python -m odevit.notebook {name}", name  # validates, then papermill
+        assert st["cmd"] == f"python -m odevit.repro.notebook {name}", name  # validates, then papermill
         assert {f"outputs/{name}.ipynb": {"cache": False}} in st["outs"], name  # executed copy committed

@@ -1,6 +1,6 @@
 """Every paper-scale preset runs its stages at its real shapes, on a handful of synthetic images, through the code
-the DVC stages run: `odevit.run 02_teacher` (the teacher notebook's training), the teacher distances of 02, then
-the study cells `ref` (distilled student) and `free` (`odevit.study.run`, i.e. `python -m odevit.study CELL SEED`).
+the DVC stages run: `odevit.repro.run 02_teacher` (the teacher notebook's training), the teacher distances of 02, then
+the study cells `ref` (distilled student) and `free` (`odevit.repro.study.run`, i.e. `python -m odevit.repro.study CELL SEED`).
 
 Real shapes: 224 px, a ViT-B/16-shaped teacher (teacher.name's architecture, trained from scratch here: no hub),
 a D 768 student with 10 registers, N 35 (23 for ImageNet-100), dropout 0.1. Only the data and the budget are
@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from odevit import config, pipeline, run, study, train
+from odevit.repro import config, pipeline, run, study, train
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER = sorted(p.name for p in (ROOT / "presets").glob("*dino*.yaml"))

@@ -2,14 +2,14 @@
 import shutil
 from pathlib import Path
 
-from odevit import readme, report, stats
+from odevit.repro import readme, report, stats
 from test_study import _results
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_readme_result_sections_match_the_results_files():
-    assert readme.stale(str(ROOT / "README.md"), str(ROOT)) == [], "python -m odevit.readme, then commit README.md"
+    assert readme.stale(str(ROOT / "README.md"), str(ROOT)) == [], "python -m odevit.repro.readme, then commit README.md"
 
 
 def test_a_changed_number_is_caught(tmp_path):

@@ -13,7 +13,7 @@ import pytest
 import torch
 import yaml
 
-from odevit import config, data, objectives, pipeline, train
+from odevit.repro import config, data, objectives, pipeline, train
 
 ROOT = Path(__file__).resolve().parents[1]
 PARAMS = yaml.safe_load((ROOT / "params.yaml").read_text())
@@ -68,7 +68,7 @@ def test_bad_params_cli_stops_in_seconds_with_one_line(tmp_path):
     path = _params_with(tmp_path, "distill", "solver", "euler")
     os.replace(path, tmp_path / "params.yaml")
     t0 = time.time()
-    r = subprocess.run([sys.executable, "-m", "odevit.config", "04_distill"], cwd=tmp_path, capture_output=True,
+    r = subprocess.run([sys.executable, "-m", "odevit.repro.config", "04_distill"], cwd=tmp_path, capture_output=True,
                        text=True)
     assert r.returncode == 2 and time.time() - t0 < 30
     assert r.stderr.strip().count("\n") == 0 and "distill.solver = 'euler' is not one of" in r.stderr
@@ -96,7 +96,7 @@ def test_code_defaults_equal_params_yaml():
 
 TRAIN_SCRIPT = textwrap.dedent("""
     import json, sys
-    from odevit import config, objectives, pipeline, train
+    from odevit.repro import config, objectives, pipeline, train
     out = sys.argv[1]
     b = config.parse("base", dict(dataset="synthetic", synthetic_size=384, val_size=64, batch_size=16, device="cpu"))
     s = config.parse("scratch", dict(embed_dim=16, num_heads=2, num_steps=4, epochs=4, dropout=0.1))

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from odevit import stats
+from odevit.repro import stats
 
 T2_95 = 2.919985580355516  # t(0.95, 2): the 90 % interval with 3 values
 
@@ -110,7 +110,7 @@ def test_finding_names_the_higher_side():
 def test_paper_numbers_and_their_arithmetic():
     from pathlib import Path
 
-    from odevit import paper
+    from odevit.repro import paper
 
     c = paper.CLAIMS
     assert c["ts_minus_free"].value == pytest.approx(86.7 - 80.9) and "+7.8 pt" in c["ts_minus_free"].arithmetic
@@ -125,4 +125,4 @@ def test_paper_numbers_and_their_arithmetic():
                                                      "qkv_spectral_minus_xavier"}
     assert not any("§" in v.source or "§" in v.statement for v in c.values())  # no section number nobody can check
     doc = Path(__file__).resolve().parents[1] / "docs" / "paper.md"
-    assert doc.read_text() == paper.markdown(), "python -m odevit.paper, then commit docs/paper.md"
+    assert doc.read_text() == paper.markdown(), "python -m odevit.repro.paper, then commit docs/paper.md"

@@ -11,7 +11,7 @@ import pytest
 import torch
 import yaml
 
-from odevit import analysis, config, report, stats, study
+from odevit.repro import analysis, config, report, stats, study
 from odevit.schedule import DegenerateSchedule, checkpoint_indices
 from odevit.teacher import create_teacher
 
@@ -232,7 +232,7 @@ def test_ablation_table_holm_over_the_family_and_figures(tmp_path):
 def test_cell_scores_the_test_set_once_and_times_its_phases(tmp_path, monkeypatch):
     """A free cell end to end (tiny synthetic data, a fresh teacher file): per-epoch evaluation on the validation split
     only, the test set once at best.pt, the Acc@1-vs-N point at the trained N read off that pass, timing phases."""
-    from odevit import pipeline, train
+    from odevit.repro import pipeline, train
 
     p = yaml.safe_load((ROOT / "params.yaml").read_text())
     p["base"].update(dataset="synthetic", synthetic_size=96, val_size=16, batch_size=16, eval_batch_size=8,
@@ -274,7 +274,7 @@ def test_cell_scores_the_test_set_once_and_times_its_phases(tmp_path, monkeypatc
 def test_stage_times_sums_phases_and_notebook_durations(tmp_path):
     import json
 
-    from odevit import readme
+    from odevit.repro import readme
 
     for path, t in (("results/cells/ref/s0", {"train": 10.0, "data": 1.0, "total": 15.0, "train_time_s": 10.0}),
                     ("results/cells/free/s1", {"train": 20.0, "data": 2.0, "total": 25.0}),

@@ -132,7 +132,7 @@ def test_pretrained_without_network_fails_fast_with_one_line(tmp_path):
                              depth=None, num_heads=None, mlp_ratio=None)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, "-m", "odevit.config", "02_teacher"], env=env, capture_output=True, text=True,
+    p = subprocess.run([sys.executable, "-m", "odevit.repro.config", "02_teacher"], env=env, capture_output=True, text=True,
                        cwd=tmp_path, timeout=60)
     assert time.perf_counter() - t0 < 30
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "teacher.weights_file" in p.stderr
@@ -141,7 +141,7 @@ def test_pretrained_without_network_fails_fast_with_one_line(tmp_path):
 def test_teacher_name_fixes_the_architecture():
     """teacher.name builds its own shape; a shape key that disagrees is an error, never a silent mix (a DINO name
     with the default block's D 128 / patch 7 once built a 1024-patch model that was OOM-killed)."""
-    from odevit.config import ConfigError, parse, resolve_teacher
+    from odevit.repro.config import ConfigError, parse, resolve_teacher
 
     dino = dict(name="vit_base_patch16_224.dino", pretrained=False)
     with pytest.raises(ConfigError, match=r"teacher.embed_dim = 128 disagrees with teacher.name "

@@ -4,8 +4,8 @@ import json
 import pytest
 import torch
 
-from odevit import config, objectives, pipeline, train
-from odevit.preset import flags
+from odevit.repro import config, objectives, pipeline, train
+from odevit.repro.preset import flags
 
 
 def test_lr_schedule_warmup_cosine_restarts():
@@ -83,7 +83,7 @@ def test_presets_validate_and_quote_safely(tmp_path):
 
 def test_saved_bytes_of_a_known_graph():
     """linear saves its input (the weight is a parameter: left out), ReLU its output: 4 bytes x (B*10 + B*20)."""
-    from odevit.memory import saved_bytes
+    from odevit.repro.memory import saved_bytes
 
     lin = torch.nn.Linear(10, 20)
     x = torch.randn(7, 10)
@@ -93,7 +93,7 @@ def test_saved_bytes_of_a_known_graph():
 def test_training_that_cannot_fit_stops_with_its_estimate(tmp_path, monkeypatch):
     """Before the first step: a run whose measured activations exceed the free memory stops with the estimate
     (MemoryEstimateError), writes no checkpoint, and leaves the RNG as it found it."""
-    from odevit.memory import MemoryEstimateError
+    from odevit.repro.memory import MemoryEstimateError
 
     b = config.parse("base", dict(dataset="synthetic", synthetic_size=64, val_size=16, batch_size=16, device="cpu"))
     s = config.parse("scratch", dict(embed_dim=16, num_heads=2, num_steps=3, epochs=1))

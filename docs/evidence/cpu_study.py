@@ -5,11 +5,11 @@
 Runs `dvc exp run -S study.train_limit=20000 -S '+study.cells.strang={solver: strang}'` (every study cell plus
 Strang, 20k training images x the default 2 epochs, the default seeds; the teacher and data stages come from the
 cache), times it, and writes into docs/evidence/:
-  study_cpu_20000x2.csv    one row per (cell, seed): the cell's metrics.json (odevit.study.collect)
+  study_cpu_20000x2.csv    one row per (cell, seed): the cell's metrics.json (odevit.repro.study.collect)
   claims_cpu_20000x2.csv   results/07_report/claims.csv of that experiment
   study_cpu_20000x2.json   the command, its wall-clock time, the machine, the date and the commit
 The experiment's results stay in the workspace (and in `dvc exp show`); `git checkout . && dvc checkout` returns to
-the default run's. `python -m odevit.readme` renders these files in the README.
+the default run's. `python -m odevit.repro.readme` renders these files in the README.
 """
 import json
 import os
@@ -23,7 +23,7 @@ import torch
 
 root = os.getcwd()
 sys.path.insert(0, root)
-from odevit import study  # noqa: E402
+from odevit.repro import study  # noqa: E402
 
 CMD = ["dvc", "exp", "run", "-S", "study.train_limit=20000", "-S", "+study.cells.strang={solver: strang}"]
 OUT = os.path.join(root, "docs", "evidence")

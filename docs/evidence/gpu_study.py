@@ -1,13 +1,13 @@
 """Seed spread and accuracy study on a GPU (fp32), run by hand on the lent H100 (not part of the pipeline):
     python docs/evidence/gpu_study.py 20000x2 ref,free,parallel,... 0,1,2   (data in .gpu/data/FashionMNIST/raw)
-It calls the pipeline's own `odevit.study.run` per (cell, seed) after training the teacher as 02_teacher does."""
+It calls the pipeline's own `odevit.repro.study.run` per (cell, seed) after training the teacher as 02_teacher does."""
 import os, sys, time
 import yaml
 import pandas as pd
 
 root = os.getcwd()
 sys.path.insert(0, root)
-from odevit import config, pipeline, study  # noqa: E402
+from odevit.repro import config, pipeline, study  # noqa: E402
 
 P = yaml.safe_load(open("params.yaml"))
 P["base"].update(device="cuda", precision="fp32", data_root=f"{root}/.gpu/data")

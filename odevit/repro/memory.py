@@ -5,7 +5,7 @@
 
 The bytes saved for backward in one forward pass at batch 1, times the batch size, plus parameters, gradients and
 AdamW's two moments, is what training holds at its peak (to within the allocator's slack and the transient
-buffers of one kernel). `python -m odevit.bench` reports it at the paper's shapes with and without gradient
+buffers of one kernel). `python -m odevit.repro.bench` reports it at the paper's shapes with and without gradient
 checkpointing.
 """
 from __future__ import annotations

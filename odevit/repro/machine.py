@@ -1,7 +1,7 @@
 """The machine and software a result came from: what decides whether a rerun can be bit-identical.
 
-    python -m odevit.machine                          # this machine's record (JSON), as run.json and the bench store it
-    python -m odevit.machine --stamp-lock requirements.lock   # write pyproject's dependency hash into the lock
+    python -m odevit.repro.machine                          # this machine's record (JSON), as run.json and the bench store it
+    python -m odevit.repro.machine --stamp-lock requirements.lock   # write pyproject's dependency hash into the lock
 
 CPU float results are bit-identical only for the same kernels: the same CPU type (model and the instruction set
 torch dispatches to, `torch.backends.cpu.get_cpu_capability()`), the same thread count and the same locked

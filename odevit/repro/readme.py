@@ -1,8 +1,8 @@
 """The README's result sections, generated from the committed results files (no hand-copied number can drift).
 
-    python -m odevit.readme            # rewrite every <!-- NAME --> ... <!-- /NAME --> section of README.md
-    python -m odevit.readme --check    # exit 1 and name the sections that differ from the results files
-    python -m odevit.readme --record-run T0   # results/run.json: wall time since T0 (epoch s) of the `dvc repro`
+    python -m odevit.repro.readme            # rewrite every <!-- NAME --> ... <!-- /NAME --> section of README.md
+    python -m odevit.repro.readme --check    # exit 1 and name the sections that differ from the results files
+    python -m odevit.repro.readme --record-run T0   # results/run.json: wall time since T0 (epoch s) of the `dvc repro`
                                               # that just ended, and the machine (make repro calls it)
 
 `make repro` runs it after `dvc repro`; tests/test_readme.py fails when a section is stale.
@@ -112,19 +112,19 @@ def dynamics_summary(root: str = ".") -> str:
 
 
 def bench_tables(root: str = ".") -> str:
-    """results/bench/bench.md as `python -m odevit.bench` wrote it (and activation_memory.md, from
+    """results/bench/bench.md as `python -m odevit.repro.bench` wrote it (and activation_memory.md, from
     `--activation-only`, when bench.md has no activation table)."""
     with open(os.path.join(root, "results/bench/bench.md")) as f:
         text = f.read().strip()
     if "Activation memory" not in text and os.path.isfile(os.path.join(root, ACTIVATION_FILE)):
 
         act = _json(os.path.join(root, ACTIVATION_FILE))
-        text += (f"\n\n{act['date']}, `python -m odevit.bench --activation-only`: "
+        text += (f"\n\n{act['date']}, `python -m odevit.repro.bench --activation-only`: "
                  + activation_markdown(act["activation_memory"]))
     return text
 
 
-ACTIVATION_FILE = "results/bench/activation_memory.json"  # python -m odevit.bench --activation-only
+ACTIVATION_FILE = "results/bench/activation_memory.json"  # python -m odevit.repro.bench --activation-only
 
 
 def _activation_rows(bench: Dict, root: str) -> List[Dict]:
@@ -386,7 +386,7 @@ def main(argv: List[str] | None = None) -> int:
     if args.check:
         bad = stale(args.readme)
         if bad:
-            print(f"{args.readme}: stale sections {bad} (python -m odevit.readme)", file=sys.stderr)
+            print(f"{args.readme}: stale sections {bad} (python -m odevit.repro.readme)", file=sys.stderr)
         return 1 if bad else 0
     with open(args.readme) as f:
         text = f.read()

@@ -1,7 +1,7 @@
 """Side-by-side benchmark: ODE-ViT vs timm's VisionTransformer of equal FLOPs (depth = N), on this machine.
 
-    python -m odevit.bench                 # writes results/bench/bench.json and bench.md
-    python -m odevit.bench --quick         # default config only
+    python -m odevit.repro.bench                 # writes results/bench/bench.json and bench.md
+    python -m odevit.repro.bench --quick         # default config only
 
 Per config and dtype (fp32; bf16 autocast where this device's bf16 matmuls are native): training step (forward +
 backward + AdamW) and inference images/s as the median of timed repetitions after warm-up (with min and max), FLOPs per image counted by
@@ -31,12 +31,12 @@ import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
 from .machine import machine_info
-from .model import ODEViT
+from ..model import ODEViT
 from .objectives import distill, ode_scratch
 from .pipeline import write_json
 from .report import write_text
-from .schedule import checkpoint_indices
-from .teacher import hidden_states, student_from_teacher
+from ..schedule import checkpoint_indices
+from ..teacher import hidden_states, student_from_teacher
 
 CONFIGS = {  # name: (img, patch, in_chans, D, heads, mlp_ratio, N, batch on CPU, batch on CUDA)
     "default (28/7, D128, r1, N12)": (28, 7, 1, 128, 4, 1.0, 12, 128, 256),
@@ -225,7 +225,7 @@ def speedups(spec: tuple, device: torch.device, reps: int) -> List[Dict[str, Any
 def activation_memory(device: torch.device) -> List[Dict[str, Any]]:
     """Bytes autograd saves per image in one training forward (CE + JaSMin maps, as ode_scratch trains), at every
     config, with and without gradient checkpointing of the solver steps (`set_grad_checkpointing`); measured at
-    batch 1 with `odevit.memory.saved_bytes` (device-independent: the same tensors are saved on CPU and GPU)."""
+    batch 1 with `odevit.repro.memory.saved_bytes` (device-independent: the same tensors are saved on CPU and GPU)."""
     from .memory import saved_bytes
     from .objectives import ode_scratch
 

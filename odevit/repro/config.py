@@ -8,12 +8,12 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Union, get_args, get_origin, get_type_hints
+from typing import Any, Dict, List, Optional, Tuple, Union, get_args, get_origin, get_type_hints
 
 import yaml
 
 from .data import INFO
-from .solvers import SOLVERS
+from ..solvers import SOLVERS
 
 
 class ConfigError(ValueError):
@@ -85,7 +85,7 @@ def resolve_teacher(cfg: Teacher) -> Teacher:
     """The teacher block with every shape key set to teacher.name's architecture; ConfigError where a key the user
     set disagrees with the name (pick a name of that shape, e.g. a timm ViT or one registered like
     odevit.hub's odevit_teacher_patch7_28, or set the key to null)."""
-    from .teacher import architecture
+    from ..teacher import architecture
 
     if cfg.name is None:
         missing = [k for k in TEACHER_SHAPE if getattr(cfg, k) is None]
@@ -244,7 +244,7 @@ def parse(block: str, values: Optional[Dict[str, Any]]) -> Any:
             and cfg.embed_dim % cfg.num_heads:
         raise ConfigError(f"params.yaml: {block}.num_heads = {cfg.num_heads} must divide embed_dim {cfg.embed_dim}")
     if isinstance(cfg, Distill):
-        from .teacher import COPYABLE
+        from ..teacher import COPYABLE
 
         bad = [k for k in cfg.freeze if k not in COPYABLE]
         if bad:
@@ -288,13 +288,13 @@ STUDY = ["base", "teacher", "distill", "study"]
 STAGE_BLOCKS = {
     "01_data": ["base", "teacher", "distill", "study", "dynamics"],  # the first stage checks every block
     "02_teacher": ["base", "teacher"],
-    "cell": STUDY,  # python -m odevit.study CELL SEED
+    "cell": STUDY,  # python -m odevit.repro.study CELL SEED
     "03_ode_scratch": STUDY,
     "04_distill": STUDY,
     "05_ablations": STUDY,
     "06_dynamics": STUDY + ["dynamics"],
     "07_report": STUDY,
-    "publish": STUDY,  # python -m odevit.publish
+    "publish": STUDY,  # python -m odevit.repro.publish
 }
 
 
@@ -322,7 +322,7 @@ def check_stage(stage: str, params_file: str = "params.yaml") -> Dict[str, Any]:
         cfg["teacher"] = resolve_teacher(cfg["teacher"])
         t = cfg["teacher"]
         if t.pretrained and not t.weights_file:  # fail here, in seconds, not after the hub client's retries
-            from .teacher import TeacherWeightsError, check_hub_reachable
+            from ..teacher import TeacherWeightsError, check_hub_reachable
 
             try:
                 check_hub_reachable(t.name)
@@ -342,8 +342,6 @@ def check_stage(stage: str, params_file: str = "params.yaml") -> Dict[str, Any]:
         raise ConfigError(f"params.yaml: distill.num_steps = {cfg['distill'].num_steps} is fewer than the "
                           f"{t.depth} teacher checkpoints (teacher.depth); need num_steps >= depth")
     if "study" in cfg:
-        from .study import cell_config
-
         st = cfg["study"]
         if not st.seeds or len(set(st.seeds)) != len(st.seeds) or any(not isinstance(x, int) for x in st.seeds):
             raise ConfigError(f"params.yaml: study.seeds = {st.seeds!r}: expected a list of distinct integers")
@@ -357,10 +355,58 @@ def check_stage(stage: str, params_file: str = "params.yaml") -> Dict[str, Any]:
     return cfg
 
 
-if __name__ == "__main__":  # python -m odevit.config STAGE: validate before any work (dvc.yaml runs this first)
+CELL_KEYS = ("free", "preset")  # cell keys that are not distill keys
+EPOCH_KEYS = ("ce_from_epoch", "unfreeze_head_at")  # epoch-valued keys a preset's curriculum is given in
+
+
+def preset_overrides(path: str, epochs: int) -> Dict[str, Any]:
+    """The distill block of a preset file as overrides, without its scale keys (epochs, lr, N, ...: a preset's
+    switches only, see SWITCH_KEYS) and with its epoch-valued curriculum rescaled from the preset's epochs to
+    `epochs` (the published CE/head curriculum at epoch 200 of 300 becomes round(200 / 300 * epochs))."""
+    if not os.path.isfile(path):
+        raise ConfigError(f"study: preset file '{path}' does not exist")
+    with open(path) as f:
+        block = dict((yaml.safe_load(f) or {}).get("distill") or {})
+    if not block:
+        raise ConfigError(f"{path}: has no distill block")
+    src_epochs = block.get("epochs")
+    out = {k: v for k, v in block.items() if k in SWITCH_KEYS}
+    for k in EPOCH_KEYS:
+        if k in out and out[k] >= 0:
+            if not src_epochs:
+                raise ConfigError(f"{path}: distill.{k} needs distill.epochs to be rescaled")
+            out[k] = int(round(out[k] / src_epochs * epochs))
+    return out
+
+
+# what a recipe preset may switch; scale keys (epochs, lr, num_steps, mlp_ratio, reg_tokens, ...) stay the run's
+SWITCH_KEYS = ("solver", "norm", "spectral_init_qkv", "dropout", "jasmin_weight", "jasmin_k", "jasmin_detach",
+               "mse_weight", "mse_tokens", "ce_weight", "ce_from_epoch", "unfreeze_head_at", "attn_l1_weight",
+               "head_norm", "freeze", "label_smoothing", "cycles", "warmup", "tau", "schedule", "distance_tokens",
+               "schedule_points", "jasmin_maps_from", "attn_maps_after_dropout")
+
+
+def cell_config(distill: Distill, study: Study, name: str) -> Tuple[Distill, bool]:
+    """(the cell's distill config, free?) — ConfigError naming the cell on a bad override."""
+    if name not in study.cells:
+        raise ConfigError(f"study: cell '{name}' is not one of {list(study.cells)}")
+    ov = dict(study.cells[name] or {})
+    free = ov.pop("free", False)
+    if not isinstance(free, bool):
+        raise ConfigError(f"params.yaml: study.cells.{name}.free = {free!r}: expected true or false")
+    preset = ov.pop("preset", None)
+    if preset is not None:
+        ov = {**preset_overrides(preset, distill.epochs), **ov}
+    try:
+        return merged(distill, **ov), free
+    except ConfigError as e:
+        raise ConfigError(f"{e} (in study.cells.{name})") from None
+
+
+if __name__ == "__main__":  # python -m odevit.repro.config STAGE: validate before any work (dvc.yaml runs this first)
     import sys
 
-    from odevit import config as _imported  # other modules raise odevit.config.ConfigError, not __main__'s
+    from odevit.repro import config as _imported  # other modules raise odevit.repro.config.ConfigError, not __main__'s
 
     try:
         _imported.check_stage(sys.argv[1] if len(sys.argv) > 1 else "")

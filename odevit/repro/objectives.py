@@ -7,8 +7,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .losses import attention_l1, jasmin, trajectory_mse
-from .teacher import hidden_states, last_attention
+from ..losses import attention_l1, jasmin, trajectory_mse
+from ..teacher import hidden_states, last_attention
 
 # (model, x, y, epoch, sample indices or None) -> (loss, logged parts)
 Objective = Callable[..., Tuple[torch.Tensor, Dict[str, float]]]
@@ -106,7 +106,7 @@ def teacher_cls_cache(teacher: nn.Module, loader, device: torch.device) -> torch
     Computed once; valid because the teacher is frozen and the inputs do not change between epochs. Under torchrun
     each process computes its slice of the samples and the slices are summed into the whole."""
     from .distributed import all_reduce_sum
-    from .train import autocast
+    from .precision import autocast
 
     teacher.eval().to(device)
     out = None

@@ -17,9 +17,9 @@ import torch.nn as nn
 
 from . import data, distributed, objectives, train
 from .config import TEACHER_SHAPE, Base, ConfigError, Distill, Optim, Scratch, Teacher, resolve_teacher
-from .model import ODEViT
-from .schedule import checkpoint_indices, layer_distances
-from .teacher import create_teacher, hidden_states, student_from_teacher
+from ..model import ODEViT
+from ..schedule import checkpoint_indices, layer_distances
+from ..teacher import create_teacher, hidden_states, student_from_teacher
 
 
 def setup(base: Base) -> torch.device:
@@ -180,7 +180,7 @@ TEACHER_CKPT, DISTILL_CKPT = "checkpoints/02_teacher", "checkpoints/04_distill"
 
 def fit_teacher(model: nn.Module, base: Base, cfg: Teacher, train_loader: data.Loader,
                 evals: Dict[str, data.Loader]) -> List[Dict[str, float]]:
-    """Stage 02's training (also run by `torchrun … -m odevit.run 02_teacher`): CE, checkpoints/02_teacher; `evals`
+    """Stage 02's training (also run by `torchrun … -m odevit.repro.run 02_teacher`): CE, checkpoints/02_teacher; `evals`
     from `eval_loaders` (best.pt and early stopping on `base.select_on`)."""
     if cfg.linear_probe:
         for n, p in model.named_parameters():
@@ -201,7 +201,7 @@ def fit_free(model: ODEViT, base: Base, cfg: Distill, train_loader: data.Loader,
 def fit_student(student: ODEViT, teacher: nn.Module, checkpoints: Sequence[int], base: Base, tcfg: Teacher,
                 cfg: Distill, train_loader: data.Loader, evals: Dict[str, data.Loader],
                 out_dir: str = DISTILL_CKPT, times: Optional[Dict[str, float]] = None) -> List[Dict[str, float]]:
-    """A student's training (a study cell, or `odevit.run 04_distill`): the distillation objective (teacher CLS
+    """A student's training (a study cell, or `odevit.repro.run 04_distill`): the distillation objective (teacher CLS
     states cached where valid; its time added to times['teacher_cache']), the published CE curriculum
     (`unfreeze_head_at`), checkpoints in `out_dir`."""
 

@@ -1,4 +1,4 @@
-"""Publish the default run's weights to weights/ (DVC stage `publish`: python -m odevit.publish).
+"""Publish the default run's weights to weights/ (DVC stage `publish`: python -m odevit.repro.publish).
 
 Writes the teacher, the free ODE and the distilled student of the main seed (study.seeds[0]) as safetensors
 (weights only) with weights/manifest.json (sha256, size, architecture, constructor arguments, source checkpoint,
@@ -20,8 +20,9 @@ import torch
 from safetensors.torch import save_file
 
 from . import config, data, pipeline, train
-from .hub import (ARCH_KWARGS, MANIFEST, STUDENT_ARCH, TAGS, TEACHER_ARCH, WEIGHTS_DIR, WeightsError, evaluate_tag,
-                  sha256, weights_path)
+from ..hub import (ARCH_KWARGS, MANIFEST, STUDENT_ARCH, TAGS, TEACHER_ARCH, WEIGHTS_DIR, WeightsError, sha256,
+                   weights_path)
+from .evaluate import evaluate_tag
 
 
 def _fingerprint(*blocks: Any) -> str:

@@ -1,7 +1,7 @@
 """The study: seeds x cells. One cell = one configuration of the distilled student (the distill block with the
 cell's overrides), or the same architecture trained from scratch (`free: true`); one DVC stage per (cell, seed).
 
-    python -m odevit.study ref 0          # train cell 'ref' with seed 0 -> checkpoints/cells/ref/s0, results/cells/ref/s0
+    python -m odevit.repro.study ref 0          # train cell 'ref' with seed 0 -> checkpoints/cells/ref/s0, results/cells/ref/s0
     cells = study.collect()               # one row per finished (cell, seed): Acc@1/3/5, Acc@1 at N/2 and 2N, c, ...
 
 Seed s fixes the initialisation, the data order and the augmentation draws; runs of two cells with the same seed
@@ -23,63 +23,16 @@ from typing import Any, Dict, List, Optional, Tuple
 import pandas as pd
 import torch
 import torch.nn as nn
-import yaml
 
 from . import config, data, objectives, pipeline, train
-from .config import Base, ConfigError, Distill, Study, Teacher
-from .model import ODEViT
-
-CELL_KEYS = ("free", "preset")  # cell keys that are not distill keys
-EPOCH_KEYS = ("ce_from_epoch", "unfreeze_head_at")  # epoch-valued keys a preset's curriculum is given in
+from .config import (CELL_KEYS, EPOCH_KEYS, SWITCH_KEYS, Base, ConfigError, Distill, Study, Teacher, cell_config,
+                     preset_overrides)
+from ..model import ODEViT
 
 
 def cell_dir(kind: str, name: str, seed: int) -> str:
     """checkpoints/cells/NAME/sSEED (kind 'checkpoints') or results/cells/NAME/sSEED (kind 'results')."""
     return f"{kind}/cells/{name}/s{seed}"
-
-
-def preset_overrides(path: str, epochs: int) -> Dict[str, Any]:
-    """The distill block of a preset file as overrides, without its scale keys (epochs, lr, N, ...: a preset's
-    switches only, see SWITCH_KEYS) and with its epoch-valued curriculum rescaled from the preset's epochs to
-    `epochs` (the published CE/head curriculum at epoch 200 of 300 becomes round(200 / 300 * epochs))."""
-    if not os.path.isfile(path):
-        raise ConfigError(f"study: preset file '{path}' does not exist")
-    with open(path) as f:
-        block = dict((yaml.safe_load(f) or {}).get("distill") or {})
-    if not block:
-        raise ConfigError(f"{path}: has no distill block")
-    src_epochs = block.get("epochs")
-    out = {k: v for k, v in block.items() if k in SWITCH_KEYS}
-    for k in EPOCH_KEYS:
-        if k in out and out[k] >= 0:
-            if not src_epochs:
-                raise ConfigError(f"{path}: distill.{k} needs distill.epochs to be rescaled")
-            out[k] = int(round(out[k] / src_epochs * epochs))
-    return out
-
-
-# what a recipe preset may switch; scale keys (epochs, lr, num_steps, mlp_ratio, reg_tokens, ...) stay the run's
-SWITCH_KEYS = ("solver", "norm", "spectral_init_qkv", "dropout", "jasmin_weight", "jasmin_k", "jasmin_detach",
-               "mse_weight", "mse_tokens", "ce_weight", "ce_from_epoch", "unfreeze_head_at", "attn_l1_weight",
-               "head_norm", "freeze", "label_smoothing", "cycles", "warmup", "tau", "schedule", "distance_tokens",
-               "schedule_points", "jasmin_maps_from", "attn_maps_after_dropout")
-
-
-def cell_config(distill: Distill, study: Study, name: str) -> Tuple[Distill, bool]:
-    """(the cell's distill config, free?) — ConfigError naming the cell on a bad override."""
-    if name not in study.cells:
-        raise ConfigError(f"study: cell '{name}' is not one of {list(study.cells)}")
-    ov = dict(study.cells[name] or {})
-    free = ov.pop("free", False)
-    if not isinstance(free, bool):
-        raise ConfigError(f"params.yaml: study.cells.{name}.free = {free!r}: expected true or false")
-    preset = ov.pop("preset", None)
-    if preset is not None:
-        ov = {**preset_overrides(preset, distill.epochs), **ov}
-    try:
-        return config.merged(distill, **ov), free
-    except ConfigError as e:
-        raise ConfigError(f"{e} (in study.cells.{name})") from None
 
 
 def build_free(teacher: nn.Module, cfg: Distill) -> ODEViT:

@@ -1,13 +1,13 @@
 """Compare this checkout's results with another run's: did a rerun reproduce the numbers, and the conclusions?
 
-    python -m odevit.compare HEAD                 # a fresh `make repro` here vs the results committed at HEAD
-    python -m odevit.compare /path/to/results     # vs another results directory (or a checkout holding results/)
-    python -m odevit.compare v1 --this v2         # two git revisions' committed results
+    python -m odevit.repro.compare HEAD                 # a fresh `make repro` here vs the results committed at HEAD
+    python -m odevit.repro.compare /path/to/results     # vs another results directory (or a checkout holding results/)
+    python -m odevit.repro.compare v1 --this v2         # two git revisions' committed results
 
 Per metric: each study cell's Acc@1 mean over seeds, the teacher's Acc@1 and each claims.csv row's ours_mean, with
 the difference in units of the seed std (pooled over the two runs' seeds; the claims' ours_std), then every claim
 whose verdict column (`verdict`, else `resolved`) changed, and whether the two machines promise bit-identical
-numbers (odevit.machine.same_kernels on results/run.json). Prints the tables; exit code 0 (a report, not a gate).
+numbers (odevit.repro.machine.same_kernels on results/run.json). Prints the tables; exit code 0 (a report, not a gate).
 """
 from __future__ import annotations
 
@@ -152,7 +152,7 @@ def machines(this: Results, other: Results) -> str:
     a, b = this.run.get("machine_info") or {}, other.run.get("machine_info") or {}
     same = same_kernels(a, b)
     if same is None:
-        return "machines: a run.json without machine_info (odevit.machine): cannot tell whether to expect " \
+        return "machines: a run.json without machine_info (odevit.repro.machine): cannot tell whether to expect " \
                "bit-identical numbers"
     if same:
         return "machines: same CPU model, instruction set, threads and lock: expect bit-identical numbers"

@@ -16,7 +16,7 @@ import torch
 import torch.nn as nn
 from torch.func import jvp, vmap
 
-from .model import ODEViT
+from ..model import ODEViT
 
 # torch's forward-mode AD loads its decompositions on the first jvp through torch.jit.script, which warns that
 # torch.jit.script is deprecated (torch's own call, not ours): load them here, once, with that one notice silenced.
@@ -169,7 +169,7 @@ def convergence_study(model: ODEViT, x0: torch.Tensor, steps: Sequence[int], lip
     """
     from scipy.special import logsumexp
 
-    from .solvers import get_solver
+    from ..solvers import get_solver
 
     ref = reference_solution(model, x0)
     rows = []
@@ -202,7 +202,7 @@ def teacher_student_distances(student: ODEViT, teacher: nn.Module, loader: Itera
                               device: torch.device) -> Dict[str, np.ndarray]:
     """Per test sample: ||student final CLS - teacher final CLS|| (both pre-norm), the correctness category, and the
     per-checkpoint CLS distance ||X_{c_l} - h_l||. Categories: both / neither / teacher only / student only."""
-    from .teacher import hidden_states
+    from ..teacher import hidden_states
 
     student.eval().to(device)
     teacher.eval().to(device)
@@ -338,7 +338,7 @@ def mlp_lipschitz_upper(model: ODEViT) -> float:
     ||W2||, with Lip(CenterNorm) = max|gamma| * D/(D-1) (centring is a projection, norm 1) and max GELU' = 1.129.
     (G has no such bound: dot-product attention is not globally Lipschitz, Kim et al. 2021.)"""
     f = model.field
-    from .layers import CenterNorm
+    from ..layers import CenterNorm
 
     n = f.norm2
     lip_norm = float(n.weight.detach().abs().max()) * n.scale if isinstance(n, CenterNorm) else math.inf
@@ -365,7 +365,7 @@ def prop1_per_step(model: ODEViT, x0: torch.Tensor, lipschitz: Optional[float] =
     t (N+1,); and `solver` (the name)."""
     from torchdiffeq import odeint
 
-    from .solvers import get_solver
+    from ..solvers import get_solver
 
     N, T = model.num_steps, model.horizon
     h = T / N
@@ -455,7 +455,7 @@ def relative_fidelity(student: ODEViT, teacher: nn.Module, loader: Iterable, che
         student: ||X_{c_l} - h_l|| / ||h_l||     teacher's own step: ||h_l - h_{l-1}|| / ||h_l||
     A student whose relative distance is well below the teacher's relative step passes through h_l more closely
     than the teacher's neighbouring layer does."""
-    from .teacher import hidden_states
+    from ..teacher import hidden_states
 
     rel_s, rel_t, n = 0.0, 0.0, 0
     for x, _ in loader:

@@ -1,6 +1,6 @@
 """Turn a preset file (a few params.yaml overrides) into `dvc exp run -S` flags, validated first.
 
-    dvc exp run $(python -m odevit.preset presets/cifar10_dino_small.yaml)
+    dvc exp run $(python -m odevit.repro.preset presets/cifar10_dino_small.yaml)
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def flags(path: str, params_file: str = "params.yaml") -> List[str]:
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        sys.exit("usage: python -m odevit.preset PRESET.yaml")
+        sys.exit("usage: python -m odevit.repro.preset PRESET.yaml")
     try:
         print(" ".join(flags(sys.argv[1])))  # no spaces inside a flag: safe in $(...)
     except (ConfigError, OSError) as e:

@@ -28,8 +28,9 @@ import torch.nn as nn
 from tqdm import tqdm  # text bar in a terminal; disabled under papermill (one line per epoch)
 
 from . import distributed, memory
-from .losses import topk_correct
+from ..losses import topk_correct
 from .objectives import Objective
+from .precision import autocast, set_precision
 
 
 @dataclass
@@ -98,25 +99,6 @@ def resolve_device(name: str = "auto") -> torch.device:
     if name not in ("cpu", "cuda") and not name.startswith("cuda:"):
         raise ValueError(f"device: '{name}' is not one of ['auto', 'cpu', 'cuda']")
     return torch.device(name)
-
-
-PRECISION = "auto"  # process-wide, like torch.set_float32_matmul_precision; set by set_precision / pipeline.setup
-
-
-def set_precision(name: str) -> None:
-    """'auto' = bf16 autocast on CUDA and fp32 on CPU (on the 2-core CPUs we measured, bf16 trained 3-5x slower
-    with native bf16 and its matmuls ran ~100x slower without: `python -m odevit.bench`), 'fp32' everywhere, or
-    'bf16' autocast everywhere."""
-    global PRECISION
-    if name not in ("auto", "fp32", "bf16"):
-        raise ValueError(f"precision: '{name}' is not one of ['auto', 'fp32', 'bf16']")
-    PRECISION = name
-
-
-def autocast(device: torch.device):
-    """The autocast context of the current precision policy (training, evaluation, teacher caches)."""
-    bf16 = PRECISION == "bf16" or (PRECISION == "auto" and device.type == "cuda")
-    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16)
 
 
 def lr_factor(step: int, total: int, warmup_steps: int, cycles: int = 1) -> float:
@@ -223,11 +205,13 @@ def fingerprint(*configs: Any) -> str:
     """Hash of the stage's configs and of the odevit source: a checkpoint resumes only the run it came from."""
     h = hashlib.sha256(json.dumps([asdict(c) if hasattr(c, "__dataclass_fields__") else c for c in configs],
                                   sort_keys=True, default=str).encode())
-    src = os.path.dirname(os.path.abspath(__file__))
-    for name in sorted(os.listdir(src)):
-        if name.endswith(".py"):
-            with open(os.path.join(src, name), "rb") as f:
-                h.update(f.read())
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # odevit/: the layer and the lab
+    files = sorted(os.path.relpath(os.path.join(d, n), pkg).replace(os.sep, "/")
+                   for d, _, names in os.walk(pkg) for n in names if n.endswith(".py"))
+    for rel in files:
+        h.update(rel.encode())
+        with open(os.path.join(pkg, rel), "rb") as f:
+            h.update(f.read())
     return h.hexdigest()[:16]
 
 

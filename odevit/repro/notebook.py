@@ -1,4 +1,4 @@
-"""Execute one numbered notebook as a pipeline stage: `python -m odevit.notebook 03_ode_scratch` (what dvc.yaml runs).
+"""Execute one numbered notebook as a pipeline stage: `python -m odevit.repro.notebook 03_ode_scratch` (what dvc.yaml runs).
 
 1. validate the params the stage reads (`config.check_stage`: one line, exit 2, before the kernel starts);
 2. papermill-execute `notebooks/STAGE.ipynb` into `outputs/STAGE.ipynb` from the repository root, injecting only

@@ -1,8 +1,8 @@
 """Evaluate a published model on its test set: Acc@1/3/5, offline, fp32 on CPU.
 
-    python -m odevit.evaluate odevit_small_patch7_28.fmnist_distill            # the trained N
-    python -m odevit.evaluate odevit_small_patch7_28.fmnist_distill --num-steps 24
-    python -m odevit.evaluate --list
+    python -m odevit.repro.evaluate odevit_small_patch7_28.fmnist_distill            # the trained N
+    python -m odevit.repro.evaluate odevit_small_patch7_28.fmnist_distill --num-steps 24
+    python -m odevit.repro.evaluate --list
 
 Registered tags load through `timm.create_model(TAG, pretrained=True)`; the file's sha256 is checked against
 weights/manifest.json first. At the trained N the result equals the run's results/.../metrics.json Acc@1.
@@ -11,9 +11,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import List, Optional
+from typing import Dict, List, Optional
 
-from . import data, hub
+import torch
+
+from .. import hub
+from . import data, train
+from ..model import ODEViT
+from ..hub import WEIGHTS_DIR, create, entry
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -33,7 +38,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             return 0
         if args.num_steps is not None and args.num_steps < 1:
             raise ValueError(f"--num-steps: {args.num_steps} must be >= 1")
-        m = hub.evaluate_tag(args.tag, num_steps=args.num_steps, data_root=args.data_root, limit=args.limit)
+        m = evaluate_tag(args.tag, num_steps=args.num_steps, data_root=args.data_root, limit=args.limit)
     except (hub.WeightsError, data.DatasetError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -45,6 +50,22 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"recorded in {e['metrics_file']}: Acc@1 {e['metrics']['acc1']:.4f} ({'identical' if same else 'DIFFERS'})")
         return 0 if same else 1
     return 0
+
+
+def evaluate_tag(tag: str, num_steps: Optional[int] = None, root: str = WEIGHTS_DIR, data_root: Optional[str] = None,
+                 limit: Optional[int] = None) -> Dict[str, float]:
+    """Acc@1/3/5 of a published model on the test split it was evaluated on (its manifest's data block), in fp32
+    on CPU, through `create` (timm.create_model for a registered architecture; it checks the file)."""
+    d = entry(tag, root)["data"]
+    model = create(tag, root)
+    if num_steps is not None and not isinstance(model, ODEViT):
+        raise ValueError(f"--num-steps: {tag} is a discrete ViT (fixed depth), not an ODE model")
+    split = data.load_split(d["dataset"], "test", data_root or d["data_root"], download=False,
+                            synthetic_size=d["synthetic_size"], seed=d["seed"])
+    tf = data.batch_transform(d["dataset"], d["image_size"], d["channels"], d["normalize"])
+    loader = data.Loader(split, d["eval_batch_size"], tf, limit=limit if limit is not None else (d["test_limit"] or None))
+    train.set_precision("fp32")
+    return train.evaluate(model, loader, torch.device("cpu"), num_steps=num_steps)
 
 
 if __name__ == "__main__":

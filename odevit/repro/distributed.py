@@ -1,6 +1,6 @@
 """Data-parallel training under torchrun: one process per device, gloo on CPU, nccl on CUDA.
 
-    torchrun --nproc_per_node=2 -m odevit.run 02_teacher
+    torchrun --nproc_per_node=2 -m odevit.repro.run 02_teacher
 
 Results semantics: `base.batch_size` stays the *global* batch. Every process draws the same shuffled order from
 `seed + epoch`, takes its 1/world slice of each global batch (`Loader`), and DistributedDataParallel averages the
