@@ -20,7 +20,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]  # the repository root (odevit/repro/machine.py)
 LOCK = ROOT / "requirements.lock"
 PYPROJECT = ROOT / "pyproject.toml"
 PACKAGES = ("torch", "torchvision", "timm", "numpy", "scipy", "pandas", "dvc", "odevit")
