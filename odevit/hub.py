@@ -196,6 +196,17 @@ def published_models(cells: List[str], device: torch.device,
     return create(teachers[0], root).to(device), models
 
 
+def published_schedule(cell: str, root: str = WEIGHTS_DIR) -> List[int]:
+    """c_1..c_L of a published distilled student of `cell` (its run's checkpoint schedule, from the manifest), for the
+    teacher-student analyses of `dynamics.weights: published`: WeightsError naming the manifest if it has none."""
+    entries = read_manifest(root)["weights"]
+    found = [e.get("schedule") for e in entries.values() if e["kind"] != "teacher" and e["cell"] == cell]
+    if not found or not found[0]:
+        raise WeightsError(f"{os.path.join(root, MANIFEST)}: no checkpoint schedule for a distilled student of cell "
+                           f"'{cell}' (rerun the publish stage: dvc repro publish)")
+    return [int(c) for c in found[0]]
+
+
 @register_model
 def odevit_teacher_patch4_32(pretrained: bool = False, **kwargs: Any) -> VisionTransformer:
     """The default teacher's width and depth at CIFAR's shape: 32x32, patch 4, D 128, depth 6, 4 heads, mlp_ratio 4

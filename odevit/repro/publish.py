@@ -85,6 +85,7 @@ def publish(params_file: str = "params.yaml", root: str = WEIGHTS_DIR) -> Dict[s
                                 architecture=TAGS[tag][0] if e["model_kwargs"] == ARCH_KWARGS[TAGS[tag][0]] else None,
                                 description=TAGS[tag][1], parameters=int(sum(v.numel() for v in sd.values())),
                                 metrics={k: m[k] for k in ("acc1", "acc3", "acc5") if k in m},
+                                schedule=m.get("checkpoints"),  # a distilled student's c_1..c_L (06 on these weights)
                                 **{k: v for k, v in e.items() if k != "metrics"}, metrics_file=e["metrics"])
         manifest = {"format": "safetensors state_dict (weights only)", "weights": entries}
         pipeline.write_json(manifest, os.path.join(staging, MANIFEST))
