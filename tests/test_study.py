@@ -281,9 +281,10 @@ def test_stage_times_sums_phases_and_notebook_durations(tmp_path):
                     ("results/02_teacher", {"train": 100.0, "startup": 3.0, "total": 120.0})):
         (tmp_path / path).mkdir(parents=True)
         (tmp_path / path / "timing.json").write_text(json.dumps(t))
-    (tmp_path / "outputs").mkdir()
-    for name, d in (("02_teacher", 130.0), ("03_ode_scratch", 7.5)):
-        (tmp_path / f"outputs/{name}.ipynb").write_text(json.dumps({"metadata": {"papermill": {"duration": d}}}))
+    from odevit.repro import notebook
+
+    for name, d in (("02_teacher", 130.0), ("03_ode_scratch", 7.5)):  # what each notebook stage records
+        notebook.record_time(name, d, str(tmp_path / notebook.TIMES))
     s = readme.stage_times(str(tmp_path))
     assert s["phases_s"] == {"train": 130.0, "data": 3.0, "startup": 3.0}
     assert s["cells_s"] == 40.0 and s["cells"] == 2 and s["notebooks_s"] == {"02_teacher": 130.0, "03_ode_scratch": 7.5}

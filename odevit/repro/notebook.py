@@ -92,6 +92,21 @@ def stabilise(path: str) -> None:
     nbformat.write(strip_run_metadata(nb), path)
 
 
+TIMES = "results/notebook_times.json"  # stage -> wall s of its last run (kernel start included): results/run.json
+
+
+def record_time(stage: str, seconds: float, path: str = TIMES) -> None:
+    """The stage's wall time into `path` (the executed notebook no longer carries it: `stabilise`)."""
+    import json
+
+    times = {}
+    if os.path.isfile(path):
+        with open(path) as f:
+            times = json.load(f)
+    times[stage] = round(seconds, 1)
+    write_text(json.dumps(dict(sorted(times.items())), indent=2), path)
+
+
 def declared_parameters(path: str) -> list:
     """Names assigned in the notebook's cell tagged `parameters` (papermill's own inspection)."""
     import papermill
@@ -118,6 +133,7 @@ def execute(stage: str, params_file: str = "params.yaml", out_dir: str = "output
     stabilise(dst)
     if stage == "07_report":
         export_html("results/07_report/html", executed=out_dir, skip=None, names=[stage])
+    record_time(stage, time.time() - t0)
     print(f"[{stage}] done in {time.time() - t0:.0f} s", flush=True)
     return dst
 

@@ -328,7 +328,7 @@ def stale(readme: str = "README.md", root: str = ".") -> List[str]:
 def stage_times(root: str = ".") -> Dict[str, Any]:
     """Where a run's time went, from what its stages wrote: the sum over stages of each phase of their timing.json
     (02_teacher and every cell), the cells' stage totals, the notebooks' wall time (papermill's duration in each
-    executed outputs/*.ipynb) and their sum `stages_s`."""
+    notebook stage, results/notebook_times.json) and their sum `stages_s`."""
     phases: Dict[str, float] = {}
     timings = sorted(glob.glob(os.path.join(root, "results/cells/*/s*/timing.json")))
     cells_s = 0.0
@@ -341,11 +341,8 @@ def stage_times(root: str = ".") -> Dict[str, Any]:
                 phases[k] = round(phases.get(k, 0.0) + float(v), 1)
         if "/cells/" in path:
             cells_s += float(t.get("total", 0.0))
-    notebooks = {}
-    for path in sorted(glob.glob(os.path.join(root, "outputs/*.ipynb"))):
-        duration = _json(path).get("metadata", {}).get("papermill", {}).get("duration")
-        if duration is not None:
-            notebooks[os.path.basename(path)[:-6]] = round(float(duration), 1)
+    times = os.path.join(root, "results/notebook_times.json")  # odevit.repro.notebook.record_time
+    notebooks = {k: float(v) for k, v in _json(times).items()} if os.path.isfile(times) else {}
     return {"phases_s": phases, "cells_s": round(cells_s, 1), "cells": len(timings), "notebooks_s": notebooks,
             "stages_s": round(cells_s + sum(notebooks.values()), 1)}
 
