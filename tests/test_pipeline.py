@@ -241,9 +241,9 @@ def test_dvc_commands_work_on_a_fresh_clone(tmp_path):
         pytest.skip("not a git checkout")
     subprocess.run(["git", "clone", "-q", str(ROOT), str(tmp_path / "c")], check=True)
     env = _env()
-    readme = (ROOT / "README.md").read_text()
+    readme = "\n".join((ROOT / p).read_text() for p in ("README.md", "docs/pipeline.md", "docs/results.md"))
     examples = [shlex.split(m) for m in re.findall(r"dvc exp run ((?:-S (?:'[^']*'|[^\s`$]+) ?)+)", readme)]
-    assert len(examples) >= 3  # the README's `dvc exp run -S ...` examples, each checked as a dry run below
+    assert len(examples) >= 3  # the documented `dvc exp run -S ...` examples, each checked as a dry run below
     for cmd in (["dvc", "repro", "--dry"], ["dvc", "status"], ["dvc", "dag"], ["dvc", "exp", "show", "--no-pager"],
                 *(["dvc", "exp", "run", "--dry", *args] for args in examples)):
         r = subprocess.run(cmd, cwd=tmp_path / "c", env=env, capture_output=True, text=True)

@@ -1,4 +1,4 @@
-"""Every ```python block of README.md runs as written: each in a fresh namespace, in a temporary directory holding
+"""Every ```python block of README.md and docs/usage.md runs as written: each in a fresh namespace, in a temporary directory holding
 tiny stand-ins for the files a block names (a randomly initialised DINO ViT-B/16 state dict for the teacher's
 weights_file; the published weights under weights/ are committed and used as they are)."""
 import re
@@ -8,7 +8,9 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-BLOCKS = re.findall(r"^```python\n(.*?)^```", (ROOT / "README.md").read_text(encoding="utf-8"), re.S | re.M)
+PAGES = ("README.md", "docs/usage.md", "docs/pipeline.md")  # the pages with code for users to copy
+BLOCKS = [b for p in PAGES for b in re.findall(r"^```python\n(.*?)^```", (ROOT / p).read_text(encoding="utf-8"),
+                                               re.S | re.M)]
 
 
 def _dino_state_dict(path: Path) -> None:

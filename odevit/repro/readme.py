@@ -1,6 +1,7 @@
 """The README's result sections, generated from the committed results files (no hand-copied number can drift).
 
     python -m odevit.repro.readme            # rewrite every <!-- NAME --> ... <!-- /NAME --> section of README.md
+                                             # and of the docs pages in PAGES
     python -m odevit.repro.readme --check    # exit 1 and name the sections that differ from the results files
     python -m odevit.repro.readme --record-run T0   # results/run.json: wall time since T0 (epoch s) of the `dvc repro`
                                               # that just ended, and the machine (make repro calls it)
@@ -69,6 +70,38 @@ def claims_table(root: str = ".") -> str:
     cells = cells[cells.cell == _reference(root)]
     return ("\n".join(rows) + f"\n\nVerdicts of this run: **{summary_line(c)}**. The reference's seed spread here is "
             f"{100 * cells.acc1.std(ddof=1):.2f} pt (std of Acc@1 over its {len(cells)} seeds).")
+
+
+def claims_summary(root: str = ".") -> str:
+    """The README's first screen: the run's budget and verdict counts, then one line per claim (what the paper
+    predicts, its number, ours with the 95 % interval, the computed verdict) from results/07_report/claims.csv."""
+    from .report import summary_line
+
+    c = pd.read_csv(os.path.join(root, "results/07_report/claims.csv"), keep_default_na=False,
+                    na_values=[""]).fillna({"vs_paper": "", "finding": ""})
+    cells = collect(os.path.join(root, "results"))
+    ref = cells[cells.cell == _reference(root)]
+    conv = int(cells.converged.fillna(False).astype(bool).sum()) if "converged" in cells else 0
+    with open(os.path.join(root, "params.yaml")) as f:
+        params = yaml.safe_load(f)
+    window, delta = params["base"]["converge_window"], params["distill"]["min_delta_pts"]
+    head = (f"**{summary_line(c)}** — the default run (`make repro`): Fashion-MNIST, a from-scratch 6-layer ViT "
+            f"teacher, {ref.seed.nunique()} seeds × {cells.cell.nunique()} cells, each cell "
+            f"{int(ref.train_images.iloc[0]):,} training images × {int(ref.epochs.iloc[0])} epochs, model selection "
+            f"on {ref.selected_on.iloc[0] if 'selected_on' in ref else 'test'} data; {conv} of {len(cells)} runs "
+            f"converged by the validation rule (the last {window} epochs gained < {delta:g} pt). "
+            + ("A quick run whose students are still learning: a verdict here is about this budget, not about the "
+               "method at convergence." if conv < len(cells) else "Every run converged by that rule."))
+    rows = ["| claim | paper predicts | paper's number | ours [95 % CI] | verdict |", "|---|---|---|---|---|"]
+    for r in c.itertuples():
+        signed = r.unit in ("pt", "%", "r", "exponent")
+        pred = {"greater": f"> {r.null:g}", "less": f"< {r.null:g}", "equivalent": f"{r.null:.3g} ± {r.margin:.2g}",
+                "bound": "error ≤ bound", "fact": "fact", "none": "(not a claim)"}.get(r.direction, r.direction)
+        ours = "–" if pd.isna(r.ours_mean) else _num(r.ours_mean, signed)
+        ci = "" if pd.isna(r.ci_low) else " " + _ci(r.ci_low, r.ci_high, signed)
+        value = "–" if pd.isna(r.paper_value) else _num(r.paper_value, signed)
+        rows.append(f"| `{r.claim}` | {pred} | {value} | {ours}{ci} {r.unit} | **{r.verdict}** |")
+    return head + "\n\n" + "\n".join(rows)
 
 
 def main_table(root: str = ".") -> str:
@@ -296,7 +329,7 @@ def cite(root: str = ".") -> str:
 
 
 SECTIONS: Dict[str, Callable[[str], str]] = {
-    "claims-table": claims_table, "main-table": main_table, "weights-table": weights_table,
+    "claims-summary": claims_summary, "claims-table": claims_table, "main-table": main_table, "weights-table": weights_table,
     "dynamics-summary": dynamics_summary, "bench-tables": bench_tables, "bench-summary": bench_summary,
     "cpu-study": cpu_study, "gpu-estimate": gpu_estimate, "gpu-study": gpu_study, "run-time": run_time,
     "cite": cite,
@@ -307,22 +340,67 @@ def _pattern(name: str) -> "re.Pattern[str]":
     return re.compile(rf"(<!-- {name} -->\n)(.*?)(<!-- /{name} -->)", re.S)
 
 
-def render(text: str, root: str = ".") -> str:
-    for name, fn in SECTIONS.items():
+PAGES = ("README.md", "docs/usage.md", "docs/results.md", "docs/pipeline.md", "docs/performance.md")  # generated parts
+
+
+def render(text: str, root: str = ".", names: List[str] | None = None) -> str:
+    """`text` with each section of `names` (default: every section; each must be present) regenerated."""
+    for name in SECTIONS if names is None else names:
         pat = _pattern(name)
         if not pat.search(text):
-            raise ValueError(f"README.md: no <!-- {name} --> ... <!-- /{name} --> section")
-        body = fn(root)
+            raise ValueError(f"no <!-- {name} --> ... <!-- /{name} --> section")
+        body = SECTIONS[name](root)
         text = pat.sub(lambda m: m.group(1) + body + "\n" + m.group(3), text)
     return text
 
 
+def placement(root: str = ".") -> Dict[str, str]:
+    """section -> the page (of PAGES) that holds it; ValueError if a section is on no page or on two."""
+    where: Dict[str, str] = {}
+    for page in PAGES:
+        with open(os.path.join(root, page)) as f:
+            text = f.read()
+        for name in SECTIONS:
+            if _pattern(name).search(text):
+                if name in where:
+                    raise ValueError(f"<!-- {name} --> is in both {where[name]} and {page}")
+                where[name] = page
+    missing = [n for n in SECTIONS if n not in where]
+    if missing:
+        raise ValueError(f"sections {missing} are on none of {list(PAGES)}")
+    return where
+
+
 def stale(readme: str = "README.md", root: str = ".") -> List[str]:
-    """Names of the sections whose text differs from what the results files give."""
-    with open(readme) as f:
-        text = f.read()
-    new = render(text, root)
-    return [n for n in SECTIONS if _pattern(n).search(text).group(2) != _pattern(n).search(new).group(2)]
+    """Names of the sections whose text differs from what the results files give (every page of PAGES; `readme`
+    replaces README.md, e.g. an edited copy)."""
+    out = []
+    for name, page in placement(root).items():
+        path = readme if page == "README.md" else os.path.join(root, page)
+        with open(path) as f:
+            text = f.read()
+        if _pattern(name).search(text).group(2) != _pattern(name).search(render(text, root, [name])).group(2):
+            out.append(name)
+    return out
+
+
+def write_pages(root: str = ".") -> List[str]:
+    """Regenerate every section in place, page by page (atomic writes); returns the pages that changed."""
+    by_page: Dict[str, List[str]] = {}
+    for name, page in placement(root).items():
+        by_page.setdefault(page, []).append(name)
+    changed = []
+    for page, names in by_page.items():
+        path = os.path.join(root, page)
+        with open(path) as f:
+            text = f.read()
+        out = render(text, root, names)
+        if out != text:
+            with open(path + ".tmp", "w") as f:
+                f.write(out)
+            os.replace(path + ".tmp", path)
+            changed.append(page)
+    return changed
 
 
 def stage_times(root: str = ".") -> Dict[str, Any]:
@@ -383,16 +461,9 @@ def main(argv: List[str] | None = None) -> int:
     if args.check:
         bad = stale(args.readme)
         if bad:
-            print(f"{args.readme}: stale sections {bad} (python -m odevit.repro.readme)", file=sys.stderr)
+            print(f"stale sections {bad} (python -m odevit.repro.readme)", file=sys.stderr)
         return 1 if bad else 0
-    with open(args.readme) as f:
-        text = f.read()
-    out = render(text)
-    if out != text:
-        tmp = args.readme + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(out)
-        os.replace(tmp, args.readme)
+    write_pages()
     return 0
 
 
