@@ -288,21 +288,39 @@ def cpu_study(root: str = ".") -> str:
 
 
 def run_time(root: str = ".") -> str:
-    """The wall-clock time of the `make repro` whose outputs are committed (results/run.json, written by make repro)
-    and the training time of each stage (their timing.json files)."""
+    """The wall-clock time of the `make repro` whose outputs are committed (results/run.json, written by make repro):
+    where it went by phase (each stage's timing.json summed, the notebook stages' wall time, DVC and the rest) and
+    the training share; the machine it ran on."""
     run = _json(os.path.join(root, "results/run.json"))
-    teacher = _json(os.path.join(root, "results/02_teacher/timing.json"))["train_time_s"]
-    cells = [(_json(p)["train_time_s"], p.split("/")[-3]) for p in
-             sorted(glob.glob(os.path.join(root, "results/cells/*/s*/timing.json")))]
-    times = [t for t, _ in cells]
-    median = sorted(times)[len(times) // 2]
-    slow = sorted({c for t, c in cells if t > 1.25 * median})
-    return (f"`make repro` on a fresh clone, {run['machine']}, {run['date']}: **{run['wall_s'] / 60:.1f} min "
-            f"wall-clock** for `dvc repro` (`results/run.json`). Epoch loops, as each stage's latest run timed them "
-            f"(`timing.json`; a later rerun of a stage replaces its time): teacher "
-            f"{teacher / 60:.1f} min; {len(cells)} study cells {sum(times) / 60:.1f} min (median "
-            f"{median:.0f} s each" + (f"; slower: {', '.join(slow)}" if slow else "")
-            + "); the rest of a run is each stage's start-up, test-set evaluation and Acc@1-vs-N curves, and the analyses.")
+    info = run.get("machine_info", {})
+    cpu = f"{info.get('cpu_model', run['machine'])} ({info.get('cpu_capability', '?')} kernels, {info.get('threads', '?')} threads)"
+    head = (f"`make repro` on a fresh clone, {run['machine']}, {cpu}, {run['date']}: **{run['wall_s'] / 60:.1f} min "
+            f"wall-clock** for `dvc repro` (`results/run.json`).")
+    if "phases_s" not in run:  # a record from before the phase breakdown
+        return head
+    ph, wall = run["phases_s"], run["wall_s"]
+    nb = run.get("notebooks_s", {})
+    train = ph.get("train", 0.0)
+    rows = ["| where the time went | s | share |", "|---|---:|---:|"]
+    labels = {"train": "training loops (teacher + every cell)", "val_eval": "per-epoch validation",
+              "test_eval": "final test evaluation", "robustness": "Acc@1-vs-N curves",
+              "teacher_cache": "teacher CLS states (per cell)", "teacher": "teacher loading (per cell)",
+              "startup": "interpreter start + imports (cells, 02)", "data": "data loading (cells, 02)",
+              "write": "writing results", "other": "rest inside the cells and 02 (distances, figures, ...)"}
+    for k, label in labels.items():
+        if k in ph:
+            rows.append(f"| {label} | {ph[k]:.0f} | {100 * ph[k] / wall:.0f} % |")
+    rest_nb = sum(v for k, v in nb.items() if k != "02_teacher")
+    rows.append(f"| notebook stages other than 02 (03–07 analyses, report) | {rest_nb:.0f} | {100 * rest_nb / wall:.0f} % |")
+    rows.append(f"| DVC and the rest (process starts, hashing, publish) | {run['dvc_other_s']:.0f} | "
+                f"{100 * run['dvc_other_s'] / wall:.0f} % |")
+    cell_times = [(_json(p).get("total", 0.0), _json(p).get("train", 0.0)) for p in
+                  sorted(glob.glob(os.path.join(root, "results/cells/*/s*/timing.json")))]
+    over = sorted(t - tr for t, tr in cell_times)
+    med = over[len(over) // 2] if over else float("nan")
+    return (head + f" Training loops are **{100 * train / wall:.0f} %** of it; a study cell spends a median "
+            f"{med:.0f} s outside its training loop ({run['cells']} cells). Phases as the stages timed them "
+            "(`timing.json`, `results/notebook_times.json`):\n\n" + "\n".join(rows))
 
 
 def _bib_key(ref: Dict) -> str:
