@@ -46,7 +46,8 @@ def _free_port() -> int:
 def _train(work: Path, nproc: int) -> None:
     p = tiny_params()
     p["teacher"].update(epochs=1)
-    p["distill"].update(epochs=2, unfreeze_head_at=1)  # DDP is rebuilt when the head joins the trainable set
+    p["distill"].update(epochs=2, unfreeze_head_at=1, ce_weight=1.0)  # DDP is rebuilt when the head joins the trainable
+    # set; CE gives the head a gradient (the label-free default would leave it as the teacher's)
     p["study"]["cells"] = {"ref": {}}
     work.mkdir()
     (work / "params.yaml").write_text(yaml.safe_dump(p))

@@ -148,7 +148,7 @@ def test_claims_verdicts_flip_when_the_fabricated_accuracies_do(tmp_path):
 
 
 def test_no_verdict_is_typed_in_the_report():
-    src = (ROOT / "odevit" / "report.py").read_text()
+    src = (ROOT / "odevit" / "repro" / "report.py").read_text()
     for word in (stats.SUPPORTS, stats.CONTRADICTS, stats.INCONCLUSIVE, stats.VACUOUS, stats.FACT, stats.NOT_A_CLAIM):
         assert f'"{word}"' not in src and f"'{word}'" not in src, word
 
