@@ -80,7 +80,7 @@ def test_dvc_repro_tiny_writes_every_declared_output(repro):
     from odevit.repro import report
 
     assert list(claims.columns) == report.CLAIM_COLUMNS and claims.claim.tolist() == list(report.paper.CLAIMS)
-    measured = claims[claims.verdict != report.stats.NOT_MEASURED]
+    measured = claims[claims.verdict != report.stats.NOT_MEASURED]  # cells this tiny study has (no ce/pub_curriculum)
     assert {"ts_minus_free", "retention", "compression_total", "step_robustness_half", "jasmin_on_minus_off",
             "lyapunov_vs_correctness", "prop1_bound"} <= set(measured.claim)
     assert (measured.seeds >= 3).all()

@@ -177,12 +177,12 @@ def verdict(e: Mapping[str, float], holm_p: Optional[float] = None) -> str:
     not a claim; fact: fact (no test). For a family member (holm_p given) a decisive verdict also needs holm_p < 0.05. Otherwise, and with
     fewer than 2 seeds, inconclusive at this budget (no seeds at all: not measured)."""
     d = e["direction"]
+    if e["n"] == 0:  # no run of the cells it needs (a fact or an attribution without data is not measured either)
+        return NOT_MEASURED
     if d == "none":
         return NOT_A_CLAIM
     if d == "fact":
         return FACT
-    if e["n"] == 0:
-        return NOT_MEASURED
     lo, hi, null = e["ci_low"], e["ci_high"], e["null"]
     if math.isnan(lo) or math.isnan(hi):
         return INCONCLUSIVE
