@@ -24,7 +24,7 @@ def test_the_first_screen_is_the_answer():
     assert text.index("## What of the paper holds here") < text.index("## Two commands") < text.index("## Read on")
     assert text.index("<!-- claims-summary -->") < text.index("results/07_report/claims.png") < 2500 + len(
         text.split("<!-- claims-summary -->")[1].split("<!-- /claims-summary -->")[0])
-    for page in ("usage", "results", "pipeline", "paper", "published_code", "performance", "reproducibility", "layout"):
+    for page in ("usage", "results", "pipeline", "paper", "published_code", "performance", "reproducibility"):
         assert f"(docs/{page}.md)" in text and (ROOT / f"docs/{page}.md").is_file()
 
 

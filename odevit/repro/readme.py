@@ -104,6 +104,30 @@ def claims_summary(root: str = ".") -> str:
     return head + "\n\n" + "\n".join(rows)
 
 
+def _first_sentence(path: str) -> str:
+    """The first sentence of a module's docstring, on one line."""
+    import ast
+
+    with open(path) as f:
+        doc = (ast.get_docstring(ast.parse(f.read())) or "").strip()
+    para = " ".join(doc.split("\n\n")[0].split())
+    m = re.search(r"^.*?\.(?=\s+[A-Z`(]|$)", para)
+    return (m.group(0) if m else para) or "(no docstring)"
+
+
+def module_map(root: str = ".") -> str:
+    """One line per module, from its docstring: the layer (odevit/) and the lab (odevit/repro/)."""
+    rows = []
+    for d, what in (("odevit", "the ODE-ViT layer: what `import odevit` and `timm.create_model(\"odevit_…\")` give; "
+                               "it never imports the lab"),
+                    ("odevit/repro", "the lab that reproduces the paper (`python -m odevit.repro.…`)")):
+        rows.append(f"**`{d}/`** — {what}\n")
+        for f in sorted(glob.glob(os.path.join(root, d, "*.py"))):
+            rows.append(f"- `{os.path.relpath(f, root)}` — {_first_sentence(f)}")
+        rows.append("")
+    return "\n".join(rows).strip("\n")
+
+
 def main_table(root: str = ".") -> str:
     with open(os.path.join(root, "results/07_report/main_table.md")) as f:
         return f.read().strip()
@@ -347,7 +371,7 @@ def cite(root: str = ".") -> str:
 
 
 SECTIONS: Dict[str, Callable[[str], str]] = {
-    "claims-summary": claims_summary, "claims-table": claims_table, "main-table": main_table, "weights-table": weights_table,
+    "claims-summary": claims_summary, "module-map": module_map, "claims-table": claims_table, "main-table": main_table, "weights-table": weights_table,
     "dynamics-summary": dynamics_summary, "bench-tables": bench_tables, "bench-summary": bench_summary,
     "cpu-study": cpu_study, "gpu-estimate": gpu_estimate, "gpu-study": gpu_study, "run-time": run_time,
     "cite": cite,
