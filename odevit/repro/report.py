@@ -6,6 +6,7 @@ from __future__ import annotations
 import glob
 import math
 import os
+import re
 from typing import Dict, List, Optional
 
 import numpy as np
@@ -255,6 +256,11 @@ def verdict_counts(claims_: pd.DataFrame) -> Dict[str, int]:
     counts = claims_.verdict.value_counts().to_dict()
     out = {key: int(counts.pop(v, 0)) for v, key in stats.COUNTED.items()}
     return {**out, **{k: int(v) for k, v in counts.items()}}
+
+
+def metric_keys(d: Dict[str, int]) -> Dict[str, int]:
+    """The same dict with plain identifier keys for `dvc metrics` ("holds, vacuous" -> "holds_vacuous")."""
+    return {re.sub(r"\W+", "_", k).strip("_"): v for k, v in d.items()}
 
 
 def summary_line(claims_: pd.DataFrame) -> str:
