@@ -259,7 +259,7 @@ def verdict_counts(claims_: pd.DataFrame) -> Dict[str, int]:
 
 
 def metric_keys(d: Dict[str, int]) -> Dict[str, int]:
-    """The same dict with plain identifier keys for `dvc metrics` ("holds, vacuous" -> "holds_vacuous")."""
+    """The same dict with plain identifier keys for `dvc metrics` (every run of non-word characters becomes one underscore)."""
     return {re.sub(r"\W+", "_", k).strip("_"): v for k, v in d.items()}
 
 
