@@ -72,9 +72,17 @@ def test_config_errors_name_key_value_and_allowed():
 
 def test_presets_validate_and_quote_safely(tmp_path):
     import glob
+    import yaml
+    from hydra.core.override_parser.overrides_parser import OverridesParser  # DVC's own -S parser
+
+    parse = OverridesParser.create().parse_overrides
     for p in glob.glob("presets/*.yaml"):
         fl = flags(p)
         assert fl and all(" " not in f for f in fl), p
+        preset = yaml.safe_load(open(p))
+        for o in parse(fl[1::2]):  # every value reads back as the preset wrote it (dicts included)
+            block, key = o.key_or_group.split(".", 1)
+            assert o.value() == preset[block][key], (p, o.key_or_group)
     bad = tmp_path / "bad.yaml"
     bad.write_text("distill: {solver: euler}\n")
     with pytest.raises(config.ConfigError, match="distill.solver = 'euler'"):

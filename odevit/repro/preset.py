@@ -13,6 +13,15 @@ import yaml
 from .config import ConfigError, parse, resolve_teacher
 
 
+def hydra(value) -> str:
+    """A value in DVC's -S (Hydra override) grammar: JSON, but with bare dict keys (Hydra rejects quoted ones)."""
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{hydra(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(hydra(v) for v in value) + "]"
+    return json.dumps(value)
+
+
 def flags(path: str, params_file: str = "params.yaml") -> List[str]:
     with open(path) as f:
         preset: Dict[str, Dict] = yaml.safe_load(f) or {}
@@ -26,7 +35,7 @@ def flags(path: str, params_file: str = "params.yaml") -> List[str]:
         if block == "teacher":
             resolve_teacher(cfg)  # teacher.name and the shape keys agree
         for key, value in values.items():
-            text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+            text = value if isinstance(value, str) else hydra(value)
             out += ["-S", f"{block}.{key}={text}"]
     return out
 
