@@ -1,5 +1,7 @@
 """Turn a preset file (a few params.yaml overrides) into `dvc exp run -S` flags, validated first.
 
+A dict value replaces params.yaml's (e.g. `study.cells`: the preset's cells and no others), as validated.
+
     dvc exp run $(python -m odevit.repro.preset presets/cifar10_dino_small.yaml)
 """
 from __future__ import annotations
@@ -37,6 +39,8 @@ def flags(path: str, params_file: str = "params.yaml") -> List[str]:
         for key, value in values.items():
             text = value if isinstance(value, str) else hydra(value)
             out += ["-S", f"{block}.{key}={text}"]
+            if isinstance(value, dict):  # DVC merges a dict into params.yaml's: delete what the preset leaves out
+                out += [f for sub in params[block].get(key) or {} if sub not in value for f in ("-S", f"~{block}.{key}.{sub}")]
     return out
 
 
