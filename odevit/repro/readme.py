@@ -311,6 +311,35 @@ def cpu_study(root: str = ".") -> str:
             f"Its claims table (`docs/evidence/claims_cpu_20000x2.csv`) {told}")
 
 
+CONVERGED = "docs/evidence/converged_fmnist"
+
+
+def _machine(info: Dict[str, Any]) -> str:
+    gpu = info.get("cuda_device") or "no GPU"
+    return (f"{info.get('cpu_model', '?')} ({info.get('cpu_capability', '?')} kernels, {info.get('threads', '?')} "
+            f"threads), {gpu}")
+
+
+def converged_study(root: str = ".") -> str:
+    """The converged study (docs/evidence/converged_fmnist, written by `odevit.repro.evidence snapshot`): its
+    claims table once every run and stage is in; until then the runs finished so far and their validation curves."""
+    from .evidence import progress
+
+    path = os.path.join(root, CONVERGED)
+    if not os.path.isfile(os.path.join(path, "study.json")):
+        return ("Not run yet: `dvc exp run $(python -m odevit.repro.preset presets/converged_fmnist.yaml)`, then "
+                "`python -m odevit.repro.evidence snapshot converged_fmnist --clone . --command ...`.")
+    meta = _json(os.path.join(path, "study.json"))
+    head = (f"`{meta['command']}` (commit {meta['commit']}) on {_machine(meta['machine'])}, {meta['date']}: "
+            f"**{meta['runs_finished']} of {meta['runs_planned']} runs finished, {meta['runs_converged']} converged** "
+            f"by the validation rule; {meta['train_s'] / 3600:.1f} h of training so far"
+            + (f", {meta['wall_s'] / 3600:.1f} h wall" if "wall_s" in meta else "") + ".")
+    if meta["complete"]:
+        return head + "\n\n" + claims_table(path)
+    return (head + " **In progress: no verdict is drawn from it until every seed and stage is in.**\n\n"
+            + to_markdown(progress(path).fillna("–")) + f"\n\n![validation curves]({CONVERGED}/curves.png)")
+
+
 def run_time(root: str = ".") -> str:
     """The wall-clock time of the `make repro` whose outputs are committed (results/run.json, written by make repro):
     where it went by phase (each stage's timing.json summed, the notebook stages' wall time, DVC and the rest) and
@@ -373,7 +402,7 @@ def cite(root: str = ".") -> str:
 SECTIONS: Dict[str, Callable[[str], str]] = {
     "claims-summary": claims_summary, "module-map": module_map, "claims-table": claims_table, "main-table": main_table, "weights-table": weights_table,
     "dynamics-summary": dynamics_summary, "bench-tables": bench_tables, "bench-summary": bench_summary,
-    "cpu-study": cpu_study, "gpu-estimate": gpu_estimate, "gpu-study": gpu_study, "run-time": run_time,
+    "cpu-study": cpu_study, "converged-study": converged_study, "gpu-estimate": gpu_estimate, "gpu-study": gpu_study, "run-time": run_time,
     "cite": cite,
 }
 

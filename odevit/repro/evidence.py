@@ -1,0 +1,166 @@
+"""A study run in another clone, kept in the repository as evidence that needs no DVC cache to read.
+
+    python -m odevit.repro.evidence snapshot converged_fmnist --clone ../run --command "dvc exp run ..." [--stages]
+    python -m odevit.repro.evidence show converged_fmnist      # runs finished so far, per cell
+
+`snapshot` copies from the clone, into docs/evidence/NAME/, the same layout the pipeline writes (so that the report
+and README functions that take a `root` read it unchanged):
+  params.yaml                                 the clone's params (the experiment's values)
+  results/cells/CELL/sSEED/{metrics.json, history.csv, timing.json}   every finished (cell, seed) of its study
+  results/0[3-7]_*/ (csv, json, png), results/run.json   with --stages: once `dvc exp run` ran every stage on them
+  curves.png                                  the validation curves of the finished runs, one panel per cell
+  study.json                                  command, commit, machine, date, runs planned / finished / converged,
+                                              training time; wall_s when --t0 (the start, epoch s) is given
+Run it whenever a run finishes: a long study is committed run by run, and `complete` says when every planned run
+and every stage is in.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import time
+from typing import Any, Dict, List, Optional
+
+import pandas as pd
+import yaml
+
+from . import pipeline
+from .machine import machine_info
+from .study import collect
+
+EVIDENCE = "docs/evidence"
+RUN_FILES = ("metrics.json", "history.csv", "timing.json")
+STAGE_GLOBS = ("results/0[3-7]_*/*.csv", "results/0[3-7]_*/*.json", "results/0[3-7]_*/*.png", "results/run.json")
+
+
+def planned(params: Dict[str, Any]) -> List[tuple]:
+    """(cell, seed) of every run the params' study plans."""
+    return [(c, int(s)) for c in params["study"]["cells"] for s in params["study"]["seeds"]]
+
+
+def snapshot(name: str, clone: str, command: str, stages: bool = False, t0: Optional[float] = None,
+             out: str = EVIDENCE) -> Dict[str, Any]:
+    """Copy the clone's finished runs (and with `stages` its stage results) into out/name; returns study.json."""
+    dest = os.path.join(out, name)
+    params_path = os.path.join(clone, "params.yaml")
+    if not os.path.isfile(params_path):
+        raise FileNotFoundError(f"{params_path}: no params.yaml (--clone must be the study's repository clone)")
+    with open(params_path) as f:
+        params = yaml.safe_load(f)
+    runs = planned(params)
+    finished = [(c, s) for c, s in runs if os.path.isfile(os.path.join(clone, f"results/cells/{c}/s{s}/metrics.json"))]
+    if not finished:
+        raise FileNotFoundError(f"{clone}/results/cells: none of the study's {len(runs)} runs has finished")
+    os.makedirs(dest, exist_ok=True)
+    shutil.copyfile(params_path, os.path.join(dest, "params.yaml"))
+    for c, s in finished:
+        rel = f"results/cells/{c}/s{s}"
+        os.makedirs(os.path.join(dest, rel), exist_ok=True)
+        for f in RUN_FILES:
+            if os.path.isfile(os.path.join(clone, rel, f)):
+                shutil.copyfile(os.path.join(clone, rel, f), os.path.join(dest, rel, f))
+    if stages:
+        if len(finished) < len(runs):
+            raise ValueError(f"--stages: {len(runs) - len(finished)} of the study's runs have not finished")
+        for pattern in STAGE_GLOBS:
+            for src in glob.glob(os.path.join(clone, pattern)):
+                rel = os.path.relpath(src, clone)
+                os.makedirs(os.path.dirname(os.path.join(dest, rel)), exist_ok=True)
+                shutil.copyfile(src, os.path.join(dest, rel))
+    cells = collect(os.path.join(dest, "results"))
+    timing = [pipeline.read_json(os.path.join(dest, f"results/cells/{c}/s{s}/timing.json")) for c, s in finished
+              if os.path.isfile(os.path.join(dest, f"results/cells/{c}/s{s}/timing.json"))]
+    commit = subprocess.run(["git", "-C", clone, "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    meta = {"command": command, "commit": commit, "date": time.strftime("%Y-%m-%d"), "machine": machine_info(),
+            "runs_planned": len(runs), "runs_finished": len(finished),
+            "runs_converged": int(cells.converged.fillna(False).astype(bool).sum()),
+            "train_s": round(sum(t.get("total", 0.0) for t in timing), 1),
+            "stages": bool(stages) or os.path.isfile(os.path.join(dest, "results/07_report/claims.csv"))}
+    if t0 is not None:
+        meta["wall_s"] = round(time.time() - t0, 1)
+    meta["complete"] = meta["runs_finished"] == meta["runs_planned"] and meta["stages"]
+    pipeline.write_json(meta, os.path.join(dest, "study.json"))
+    curves_figure(dest)
+    return meta
+
+
+def curves_figure(root: str) -> str:
+    """root/curves.png: validation Acc@1 against epoch of every finished run, one panel per cell (shared y axis)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from . import curves
+
+    h = curves.histories(os.path.join(root, "results"))
+    names = list(h.cell.cat.categories)
+    fig, axes = plt.subplots(1, len(names), figsize=(3.4 * len(names), 3.2), sharey=True, squeeze=False)
+    for ax, name in zip(axes[0], names):
+        one = h[h.cell == name].drop(columns="cell")
+        curves.plot(one, ax, title=f"{name}: {one.seed.nunique()} seed(s), band = their range")
+    fig.tight_layout()
+    path = os.path.join(root, "curves.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def progress(root: str) -> pd.DataFrame:
+    """One row per cell of the evidence's study: runs finished of planned, test Acc@1 mean and std (%), validation
+    Acc@1 at the selected epoch, epochs run, runs converged, training minutes per run."""
+    with open(os.path.join(root, "params.yaml")) as f:
+        params = yaml.safe_load(f)
+    cells = collect(os.path.join(root, "results"))
+    rows = []
+    for name in params["study"]["cells"]:
+        c = cells[cells.cell == name]
+        if not len(c):
+            rows.append({"cell": name, "runs": f"0 of {len(params['study']['seeds'])}"})
+            continue
+        t = [pipeline.read_json(p.replace("metrics.json", "timing.json")).get("total", float("nan"))
+             for p in c.source if os.path.isfile(p.replace("metrics.json", "timing.json"))]
+        def per_run(col: str) -> str:  # "9/12": one value per seed
+            return "/".join(str(int(e)) for e in c[col]) if col in c and c[col].notna().all() else "–"
+
+        rows.append({"cell": name, "runs": f"{len(c)} of {len(params['study']['seeds'])}",
+                     "test Acc@1 (%)": f"{100 * c.acc1.mean():.2f}" + (f" ± {100 * c.acc1.std():.2f}" if len(c) > 1 else ""),
+                     "val Acc@1 (%)": f"{100 * c.val_acc1.mean():.2f}" if "val_acc1" in c else "–",
+                     "epochs run": per_run("epochs_run"), "best epoch": per_run("best_epoch"),
+                     "converged": f"{int(c.converged.fillna(False).astype(bool).sum())} of {len(c)}",
+                     "min per run": f"{sum(t) / len(t) / 60:.0f}" if t else "–"})
+    return pd.DataFrame(rows)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("snapshot", help="copy a clone's finished runs into docs/evidence/NAME")
+    s.add_argument("name")
+    s.add_argument("--clone", required=True, help="the repository clone the study runs in")
+    s.add_argument("--command", required=True, help="the command that ran it (recorded)")
+    s.add_argument("--stages", action="store_true", help="also the stage results (every run and stage done)")
+    s.add_argument("--t0", type=float, help="the study's start (epoch seconds): records its wall time")
+    w = sub.add_parser("show", help="the evidence's runs so far, per cell")
+    w.add_argument("name")
+    args = ap.parse_args(argv)
+    try:
+        if args.cmd == "snapshot":
+            meta = snapshot(args.name, args.clone, args.command, args.stages, args.t0)
+            print(f"{EVIDENCE}/{args.name}: {meta['runs_finished']} of {meta['runs_planned']} runs "
+                  f"({meta['runs_converged']} converged), stages {'in' if meta['stages'] else 'not yet'}")
+        else:
+            print(progress(os.path.join(EVIDENCE, args.name)).to_markdown(index=False))
+    except (FileNotFoundError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

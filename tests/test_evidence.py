@@ -1,0 +1,73 @@
+"""odevit.repro.evidence: a study run in another clone, committed run by run, read back by the README."""
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from odevit.repro import evidence, readme, report
+from test_study import _results
+
+
+def _params(clone: Path, cells, seeds=(0, 1, 2)) -> None:
+    clone.mkdir(parents=True, exist_ok=True)
+    (clone / "params.yaml").write_text(yaml.safe_dump({"study": {"cells": {c: {} for c in cells}, "seeds": list(seeds),
+                                                                  "reference": "ref"}}))
+
+
+def _run(clone: Path, cell: str, seed: int, acc: float, epochs: int, converged: bool) -> None:
+    d = clone / f"results/cells/{cell}/s{seed}"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "metrics.json").write_text(json.dumps({"cell": cell, "seed": seed, "acc1": acc, "val_acc1": acc + 0.01,
+                                                "epochs_run": epochs, "best_epoch": epochs - 3,
+                                                "converged": converged}))
+    pd.DataFrame({"epoch": range(1, epochs + 1), "val_acc1": [acc * e / epochs for e in range(1, epochs + 1)]}
+                 ).to_csv(d / "history.csv", index=False)
+    (d / "timing.json").write_text(json.dumps({"total": 600.0}))
+
+
+def test_snapshot_keeps_finished_runs_and_says_what_is_missing(tmp_path):
+    clone, out = tmp_path / "clone", tmp_path / "repo/docs/evidence"
+    _params(clone, ["ref", "ce", "free"])
+    _run(clone, "ref", 0, 0.80, 9, True)
+    _run(clone, "ref", 1, 0.82, 12, False)
+    _run(clone, "free", 0, 0.78, 10, True)
+    (clone / "results/cells/ce/s0").mkdir(parents=True)  # a run under way: no metrics.json yet
+    meta = evidence.snapshot("conv", str(clone), "dvc exp run -S x=1", out=str(out))
+    assert (meta["runs_planned"], meta["runs_finished"], meta["runs_converged"]) == (9, 3, 2)
+    assert meta["train_s"] == 1800.0 and not meta["complete"] and not meta["stages"]
+    dest = out / "conv"
+    assert (dest / "results/cells/ref/s1/history.csv").is_file() and (dest / "curves.png").is_file()
+    assert not (dest / "results/cells/ce").exists()
+    p = evidence.progress(str(dest)).set_index("cell")
+    assert p.loc["ref", "runs"] == "2 of 3" and p.loc["ref", "test Acc@1 (%)"] == "81.00 ± 1.41"
+    assert p.loc["ref", "epochs run"] == "9/12" and p.loc["ref", "converged"] == "1 of 2"
+    assert p.loc["ce", "runs"] == "0 of 3" and p.loc["free", "min per run"] == "10"
+    with pytest.raises(ValueError, match="6 of the study's runs have not finished"):
+        evidence.snapshot("conv", str(clone), "x", stages=True, out=str(out))
+    assert readme.converged_study(str(tmp_path / "repo")).startswith("Not run yet")  # it reads converged_fmnist only
+
+
+def test_readme_shows_progress_then_the_claims_table(tmp_path):
+    repo, clone = tmp_path / "repo", tmp_path / "clone"
+    out = repo / "docs/evidence"
+    assert readme.converged_study(str(repo)).startswith("Not run yet")
+    _results(clone / "results")  # 3 seeds of every cell, the teacher's and 06's metrics
+    cells = sorted(p.name for p in (clone / "results/cells").iterdir())
+    _params(clone, cells)
+    for c in cells:
+        for s in range(3):
+            pd.DataFrame({"epoch": [1, 2], "val_acc1": [0.5, 0.6]}).to_csv(clone / f"results/cells/{c}/s{s}/history.csv")
+    evidence.snapshot("converged_fmnist", str(clone), "dvc exp run $(preset)", out=str(out))
+    text = readme.converged_study(str(repo))
+    assert "In progress" in text and f"{3 * len(cells)} of {3 * len(cells)} runs finished" in text
+    with pytest.raises(FileNotFoundError):
+        readme.claims_table(str(out / "converged_fmnist"))  # no claims.csv before the stages ran
+    claims = report.claims(str(clone / "results"))
+    (clone / "results/07_report").mkdir()
+    claims.to_csv(clone / "results/07_report/claims.csv", index=False)
+    meta = evidence.snapshot("converged_fmnist", str(clone), "dvc exp run $(preset)", stages=True, t0=0.0, out=str(out))
+    assert meta["complete"] and meta["wall_s"] > 0
+    text = readme.converged_study(str(repo))
+    assert "In progress" not in text and "| `ts_minus_free` |" in text and report.summary_line(claims) in text
