@@ -71,3 +71,29 @@ def test_readme_shows_progress_then_the_claims_table(tmp_path):
     assert meta["complete"] and meta["wall_s"] > 0
     text = readme.converged_study(str(repo))
     assert "In progress" not in text and "| `ts_minus_free` |" in text and report.summary_line(claims) in text
+
+
+def _study(out: Path, name: str, images: int, accs: dict) -> None:
+    """docs/evidence/NAME with one metrics.json per (cell, seed): accs = {cell: (acc of seed 0, 1, 2)}."""
+    root = out / name
+    _params(root, list(accs))
+    for cell, a in accs.items():
+        for s, v in enumerate(a):
+            (root / f"results/cells/{cell}/s{s}").mkdir(parents=True)
+            (root / f"results/cells/{cell}/s{s}/metrics.json").write_text(json.dumps(
+                {"cell": cell, "seed": s, "acc1": v, "train_images": images, "converged": True}))
+    (root / "study.json").write_text(json.dumps({"complete": True}))
+
+
+def test_budget_curve_verdicts_follow_the_data(tmp_path):
+    free = (0.70, 0.71, 0.69)
+    _study(tmp_path, "small", 1000, {"ref": (0.75, 0.765, 0.74), "ce": (0.76, 0.77, 0.75), "free": free})
+    _study(tmp_path, "large", 55000, {"ref": (0.701, 0.705, 0.69), "ce": (0.66, 0.672, 0.65), "free": free})
+    t = evidence.budget_curve(["small", "large", "absent"], out=str(tmp_path)).set_index(["student", "train_images"])
+    assert t.loc[("ref", 1000), "diff_mean"] == pytest.approx((5 + 5.5 + 5) / 3) and t.loc[("ref", 1000), "seeds"] == 3
+    assert t.loc[("ref", 1000), "verdict"] == "supports"  # +5.2 pt, Holm over the 4 rows
+    assert t.loc[("ref", 55000), "verdict"] == "inconclusive at this budget"  # +0.2 pt, seeds disagree
+    assert t.loc[("ce", 55000), "verdict"] == "contradicts"  # about -4 pt in every seed
+    assert t.loc[("ce", 1000), "holm_p"] >= t.loc[("ce", 1000), "p_vs_null"]
+    png = evidence.budget_figure(t.reset_index(), str(tmp_path / "curve.png"))
+    assert Path(png).stat().st_size > 0

@@ -2,6 +2,7 @@
 
     python -m odevit.repro.evidence snapshot converged_fmnist --clone ../run --command "dvc exp run ..." [--stages]
     python -m odevit.repro.evidence show converged_fmnist      # runs finished so far, per cell
+    python -m odevit.repro.evidence budget     # the budget curve (student - free vs training images) over BUDGETS
 
 `snapshot` copies from the clone, into docs/evidence/NAME/, the same layout the pipeline writes (so that the report
 and README functions that take a `root` read it unchanged):
@@ -18,17 +19,18 @@ from __future__ import annotations
 
 import argparse
 import glob
+import math
 import os
 import shutil
 import subprocess
 import sys
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 import pandas as pd
 import yaml
 
-from . import pipeline
+from . import pipeline, stats
 from .machine import machine_info
 from .study import collect
 
@@ -137,6 +139,68 @@ def progress(root: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+BUDGETS = ("budget_fmnist_1k", "budget_fmnist_3k", "budget_fmnist_10k", "converged_fmnist")  # the curve's points
+
+
+def budget_curve(names: Sequence[str] = BUDGETS, students: Sequence[str] = ("ref", "ce"), free: str = "free",
+                 out: str = EVIDENCE) -> pd.DataFrame:
+    """When does a teacher help: for each evidence study of `names` that exists (one budget each) and each student,
+    the paired difference student - free ODE in Acc@1 points over their common seeds, its 95 % t interval and the
+    verdict on "the teacher helps" (> 0), Holm-adjusted over every (budget, student) row; with the budget's training
+    images, the runs converged of those compared and whether every planned run is in."""
+    rows = []
+    for name in names:
+        root = os.path.join(out, name)
+        if not os.path.isfile(os.path.join(root, "study.json")):
+            continue
+        meta = pipeline.read_json(os.path.join(root, "study.json"))
+        cells = collect(os.path.join(root, "results"))
+        f = cells[cells.cell == free].set_index("seed")
+        for student in students:
+            g = cells[cells.cell == student].set_index("seed")
+            seeds = sorted(set(g.index) & set(f.index))
+            d = [100 * (g.acc1[s] - f.acc1[s]) for s in seeds]
+            e = stats.estimate(d, "greater")
+            conv = pd.concat([g.loc[seeds], f.loc[seeds]]).converged.fillna(False).astype(bool)
+            rows.append({"study": name, "train_images": int(cells.train_images.max()), "student": student,
+                         "seeds": len(seeds), "student_acc1": 100 * g.acc1[seeds].mean() if seeds else math.nan,
+                         "free_acc1": 100 * f.acc1[seeds].mean() if seeds else math.nan, "diff_mean": e["mean"],
+                         "ci_low": e["ci_low"], "ci_high": e["ci_high"], "p_vs_null": e["p_vs_null"],
+                         "converged": f"{int(conv.sum())}/{len(conv)}", "complete": bool(meta["complete"]), "est": e})
+    t = pd.DataFrame(rows)
+    if not len(t):
+        return t
+    ok = t.p_vs_null.notna()
+    t["holm_p"] = math.nan
+    t.loc[ok, "holm_p"] = stats.holm(t.p_vs_null[ok].to_numpy())
+    t["verdict"] = [stats.verdict(r.est, None if math.isnan(r.holm_p) else r.holm_p) for r in t.itertuples()]
+    return t.drop(columns="est").sort_values(["student", "train_images"]).reset_index(drop=True)
+
+
+def budget_figure(t: pd.DataFrame, path: str) -> str:
+    """Student - free ODE (points, mean and 95 % interval) against the student's training images (log axis)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    for i, (student, g) in enumerate(t.groupby("student", sort=False)):
+        x = g.train_images * (1.04 if i else 1 / 1.04)  # side by side, not on top of each other
+        ax.errorbar(x, g.diff_mean, yerr=[g.diff_mean - g.ci_low, g.ci_high - g.diff_mean], marker="o", capsize=3,
+                    label=f"{student} − free")
+    ax.axhline(0, color="k", lw=0.8, ls="--")
+    ax.set_xscale("log")
+    ax.set_xlabel("student's training images (log scale)")
+    ax.set_ylabel("Acc@1 student − free ODE (pt)\nmean and 95 % interval over seeds")
+    ax.set_title("When does the teacher help? > 0: the distilled student is better", fontsize=10)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -148,12 +212,20 @@ def main(argv: Optional[List[str]] = None) -> int:
     s.add_argument("--t0", type=float, help="the study's start (epoch seconds): records its wall time")
     w = sub.add_parser("show", help="the evidence's runs so far, per cell")
     w.add_argument("name")
+    sub.add_parser("budget", help=f"the budget curve over {', '.join(BUDGETS)}: {EVIDENCE}/budget_curve.csv and .png")
     args = ap.parse_args(argv)
     try:
         if args.cmd == "snapshot":
             meta = snapshot(args.name, args.clone, args.command, args.stages, args.t0)
             print(f"{EVIDENCE}/{args.name}: {meta['runs_finished']} of {meta['runs_planned']} runs "
                   f"({meta['runs_converged']} converged), stages {'in' if meta['stages'] else 'not yet'}")
+        elif args.cmd == "budget":
+            t = budget_curve()
+            if not len(t):
+                raise FileNotFoundError(f"{EVIDENCE}: none of {', '.join(BUDGETS)} has been snapshotted")
+            t.to_csv(os.path.join(EVIDENCE, "budget_curve.csv"), index=False)
+            budget_figure(t, os.path.join(EVIDENCE, "budget_curve.png"))
+            print(t.to_markdown(index=False))
         else:
             print(progress(os.path.join(EVIDENCE, args.name)).to_markdown(index=False))
     except (FileNotFoundError, ValueError) as e:
