@@ -97,3 +97,8 @@ def test_budget_curve_verdicts_follow_the_data(tmp_path):
     assert t.loc[("ce", 1000), "holm_p"] >= t.loc[("ce", 1000), "p_vs_null"]
     png = evidence.budget_figure(t.reset_index(), str(tmp_path / "curve.png"))
     assert Path(png).stat().st_size > 0
+    assert readme.budget_curve(str(tmp_path)).startswith("Not run yet")
+    (tmp_path / "docs/evidence").mkdir(parents=True)
+    t.reset_index().to_csv(tmp_path / "docs/evidence/budget_curve.csv", index=False)
+    text = readme.budget_curve(str(tmp_path))
+    assert "| 1,000 | ref − free | 3 |" in text and "**contradicts**" in text and "budget_curve.png" in text

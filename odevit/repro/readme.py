@@ -340,6 +340,24 @@ def converged_study(root: str = ".") -> str:
             + to_markdown(progress(path).fillna("–")) + f"\n\n![validation curves]({CONVERGED}/curves.png)")
 
 
+def budget_curve(root: str = ".") -> str:
+    """The budget curve (docs/evidence/budget_curve.csv, `python -m odevit.repro.evidence budget`): student − free
+    ODE at each training-set size, with intervals and verdicts, and its figure."""
+    path = os.path.join(root, EVIDENCE, "budget_curve.csv")
+    if not os.path.isfile(path):
+        return ("Not run yet: the points are `presets/budget_fmnist_{1k,3k,10k}.yaml` and the converged study (55k); "
+                "`python -m odevit.repro.evidence budget` draws the curve from their snapshots.")
+    t = pd.read_csv(path)
+    rows = ["| training images | student − free | seeds | student Acc@1 (%) | free Acc@1 (%) | difference [95 % CI] (pt) "
+            "| Holm p | converged | all runs in | verdict (> 0: the teacher helps) |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in t.itertuples():
+        rows.append(f"| {r.train_images:,} | {r.student} − free | {r.seeds} | {r.student_acc1:.2f} | {r.free_acc1:.2f} | "
+                    f"{_num(r.diff_mean, True)} {_ci(r.ci_low, r.ci_high, True)} | "
+                    f"{'–' if pd.isna(r.holm_p) else f'{r.holm_p:.3f}'} | {r.converged} | {'yes' if r.complete else 'no'} | "
+                    f"**{r.verdict}** |")
+    return "\n".join(rows) + f"\n\n![budget curve]({EVIDENCE}/budget_curve.png)"
+
+
 def run_time(root: str = ".") -> str:
     """The wall-clock time of the `make repro` whose outputs are committed (results/run.json, written by make repro):
     where it went by phase (each stage's timing.json summed, the notebook stages' wall time, DVC and the rest) and
@@ -402,7 +420,7 @@ def cite(root: str = ".") -> str:
 SECTIONS: Dict[str, Callable[[str], str]] = {
     "claims-summary": claims_summary, "module-map": module_map, "claims-table": claims_table, "main-table": main_table, "weights-table": weights_table,
     "dynamics-summary": dynamics_summary, "bench-tables": bench_tables, "bench-summary": bench_summary,
-    "cpu-study": cpu_study, "converged-study": converged_study, "gpu-estimate": gpu_estimate, "gpu-study": gpu_study, "run-time": run_time,
+    "cpu-study": cpu_study, "converged-study": converged_study, "budget-curve": budget_curve, "gpu-estimate": gpu_estimate, "gpu-study": gpu_study, "run-time": run_time,
     "cite": cite,
 }
 
