@@ -46,6 +46,12 @@ def _ci(lo: float, hi: float, signed: bool) -> str:
     return "–" if pd.isna(lo) else f"[{_num(lo, signed)}, {_num(hi, signed)}]"
 
 
+def _predicts(r: Any) -> str:
+    """What the paper predicts for a claims.csv row, in words ("> 0", "0 ± 1", "error ≤ bound", ...)."""
+    return {"greater": f"> {r.null:g}", "less": f"< {r.null:g}", "equivalent": f"{r.null:.3g} ± {r.margin:.2g}",
+            "bound": "error ≤ bound", "fact": "fact", "none": "(not a claim)"}.get(r.direction, r.direction)
+
+
 def claims_table(root: str = ".") -> str:
     """The claims table (results/07_report/claims.csv): each claim, its source, the side the paper predicts, ours with
     its interval, the paper's number and where it lies, the computed verdict; then the verdict counts."""
@@ -57,8 +63,7 @@ def claims_table(root: str = ".") -> str:
             "|---|---|---|---|---|---|---|---|---|"]
     for r in c.itertuples():
         signed = r.unit in ("pt", "%", "r", "exponent")
-        pred = {"greater": f"> {r.null:g}", "less": f"< {r.null:g}",
-                "equivalent": f"{r.null:.3g} ± {r.margin:.2g}"}.get(r.direction, r.direction)
+        pred = _predicts(r)
         ours = "–" if pd.isna(r.ours_mean) else _num(r.ours_mean, signed) + (
             "" if pd.isna(r.ours_std) else f" ± {r.ours_std:.2g}")
         holm = "" if pd.isna(r.holm_p) else f" (Holm p {r.holm_p:.3f})"
@@ -95,8 +100,7 @@ def claims_summary(root: str = ".") -> str:
     rows = ["| claim | paper predicts | paper's number | ours [95 % CI] | verdict |", "|---|---|---|---|---|"]
     for r in c.itertuples():
         signed = r.unit in ("pt", "%", "r", "exponent")
-        pred = {"greater": f"> {r.null:g}", "less": f"< {r.null:g}", "equivalent": f"{r.null:.3g} ± {r.margin:.2g}",
-                "bound": "error ≤ bound", "fact": "fact", "none": "(not a claim)"}.get(r.direction, r.direction)
+        pred = _predicts(r)
         ours = "–" if pd.isna(r.ours_mean) else _num(r.ours_mean, signed)
         ci = "" if pd.isna(r.ci_low) else " " + _ci(r.ci_low, r.ci_high, signed)
         value = "–" if pd.isna(r.paper_value) else _num(r.paper_value, signed)
