@@ -232,8 +232,8 @@ def markdown() -> str:
             "Direction: greater / less = the paper predicts our statistic above / below the null (0 for a "
             "difference); equivalent = inside ± `study.equivalence_margin_pts` Acc@1 points of the null (for "
             "retention: of the paper's ratio, the margin divided by the teacher's Acc@1); fact = a fixed quantity "
-            "(no test); bound = Proposition 1 (can fail: any error above the bound contradicts it; a bound >= 10x the "
-            "error everywhere holds, vacuous); none = not a claim of the paper.\n\n"
+            "(no test); bound = Proposition 1 (can fail: any error above the bound contradicts it; a bound whose median "
+            "tightness, bound / error over the (image, step) pairs, is >= 10 in some seed holds, vacuous); none = not a claim of the paper.\n\n"
             + reg.to_markdown(index=False) + "\n" + LYAPUNOV_NOTE)
 
 

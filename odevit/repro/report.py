@@ -268,7 +268,8 @@ def summary_line(claims_: pd.DataFrame) -> str:
     c = verdict_counts(claims_)
     head = " · ".join(f"{k} {c[k]}" for k in stats.COUNTED.values())
     rest = {k: v for k, v in c.items() if k not in stats.COUNTED.values()}
-    return head + (" (apart: " + ", ".join(f"{k} {v}" for k, v in rest.items()) + ")" if rest else "")
+    label = lambda k: f"“{k}”" if "," in k else k  # noqa: E731  (a label with a comma is quoted)
+    return head + (" (apart: " + " · ".join(f"{label(k)} {v}" for k, v in rest.items()) + ")" if rest else "")
 
 
 def dynamics_summary(dyn: dict) -> pd.DataFrame:
