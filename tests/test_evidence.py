@@ -1,4 +1,5 @@
 """odevit.repro.evidence: a study run in another clone, committed run by run, read back by the README."""
+import hashlib
 import json
 from pathlib import Path
 
@@ -13,7 +14,20 @@ from test_study import _results
 def _params(clone: Path, cells, seeds=(0, 1, 2)) -> None:
     clone.mkdir(parents=True, exist_ok=True)
     (clone / "params.yaml").write_text(yaml.safe_dump({"study": {"cells": {c: {} for c in cells}, "seeds": list(seeds),
-                                                                  "reference": "ref"}}))
+                                                                  "reference": "ref", "train_limit": 0}}))
+
+
+def _lock(clone: Path, stale=(), train_limit=0) -> None:
+    """dvc.lock for every metrics.json under the clone: each stage with the params it ran with (train_limit 6000 for
+    the (cell, seed) in `stale`: a run of another study left in the workspace) and the file's md5."""
+    stages = {}
+    for m in sorted(clone.glob("results/cells/*/s*/metrics.json")):
+        cell, seed = m.parts[-3], int(m.parts[-2][1:])
+        stages[f"cell@{cell}-{seed}"] = {
+            "params": {"params.yaml": {f"study.cells.{cell}": {},
+                                       "study.train_limit": 6000 if (cell, seed) in stale else train_limit}},
+            "outs": [{"path": f"results/cells/{cell}/s{seed}/metrics.json", "md5": hashlib.md5(m.read_bytes()).hexdigest()}]}
+    (clone / "dvc.lock").write_text(yaml.safe_dump({"schema": "2.0", "stages": stages}))
 
 
 def _run(clone: Path, cell: str, seed: int, acc: float, epochs: int, converged: bool) -> None:
@@ -33,13 +47,20 @@ def test_snapshot_keeps_finished_runs_and_says_what_is_missing(tmp_path):
     _run(clone, "ref", 0, 0.80, 9, True)
     _run(clone, "ref", 1, 0.82, 12, False)
     _run(clone, "free", 0, 0.78, 10, True)
+    _run(clone, "ce", 1, 0.70, 2, False)  # left by an earlier study with other params (the lock says so)
+    _run(clone, "free", 2, 0.70, 2, False)  # edited after the lock: its md5 differs
     (clone / "results/cells/ce/s0").mkdir(parents=True)  # a run under way: no metrics.json yet
-    meta = evidence.snapshot("conv", str(clone), "dvc exp run -S x=1", out=str(out))
+    with pytest.raises(FileNotFoundError, match="no dvc.lock"):
+        evidence.snapshot("conv", str(clone), "x", out=str(out))
+    _lock(clone, stale=[("ce", 1)])
+    (clone / "results/cells/free/s2/metrics.json").write_text('{"cell": "free", "seed": 2, "acc1": 0.99}')
+    meta = evidence.snapshot("conv", str(clone), "dvc exp run -S x=1", out=str(out), note="CPU shared.")
     assert (meta["runs_planned"], meta["runs_finished"], meta["runs_converged"]) == (9, 3, 2)
-    assert meta["train_s"] == 1800.0 and not meta["complete"] and not meta["stages"]
+    assert not (out / "conv/results/cells/ce").exists() and not (out / "conv/results/cells/free/s2").exists()
+    assert meta["train_s"] == 1800.0 and not meta["complete"] and not meta["stages"] and meta["notes"] == ["CPU shared."]
+    assert evidence.snapshot("conv", str(clone), "x", out=str(out), note="More.")["notes"] == ["CPU shared.", "More."]
     dest = out / "conv"
     assert (dest / "results/cells/ref/s1/history.csv").is_file() and (dest / "curves.png").is_file()
-    assert not (dest / "results/cells/ce").exists()
     p = evidence.progress(str(dest)).set_index("cell")
     assert p.loc["ref", "runs"] == "2 of 3" and p.loc["ref", "test Acc@1 (%)"] == "81.00 ± 1.41"
     assert p.loc["ref", "epochs run"] == "9/12" and p.loc["ref", "converged"] == "1 of 2"
@@ -59,6 +80,7 @@ def test_readme_shows_progress_then_the_claims_table(tmp_path):
     for c in cells:
         for s in range(3):
             pd.DataFrame({"epoch": [1, 2], "val_acc1": [0.5, 0.6]}).to_csv(clone / f"results/cells/{c}/s{s}/history.csv")
+    _lock(clone)
     evidence.snapshot("converged_fmnist", str(clone), "dvc exp run $(preset)", out=str(out))
     text = readme.converged_study(str(repo))
     assert "In progress" in text and f"{3 * len(cells)} of {3 * len(cells)} runs finished" in text

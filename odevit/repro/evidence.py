@@ -12,13 +12,16 @@ and README functions that take a `root` read it unchanged):
   curves.png                                  the validation curves of the finished runs, one panel per cell
   study.json                                  command, commit, machine, date, runs planned / finished / converged,
                                               training time; wall_s when --t0 (the start, epoch s) is given
-Run it whenever a run finishes: a long study is committed run by run, and `complete` says when every planned run
+The machine recorded is the snapshotting process's (`machine_info`): run it on the machine that ran the study, with
+its thread settings. A run counts as finished only when the clone's dvc.lock holds it with the clone's current params
+(a metrics.json left by an earlier study does not). Run it whenever a run finishes: a long study is committed run by run, and `complete` says when every planned run
 and every stage is in.
 """
 from __future__ import annotations
 
 import argparse
 import glob
+import hashlib
 import math
 import os
 import shutil
@@ -44,8 +47,32 @@ def planned(params: Dict[str, Any]) -> List[tuple]:
     return [(c, int(s)) for c in params["study"]["cells"] for s in params["study"]["seeds"]]
 
 
+def _at(params: Dict[str, Any], dotted: str) -> Any:
+    for key in dotted.split("."):
+        params = params[key]
+    return params
+
+
+def finished(clone: str, params: Dict[str, Any], cell: str, seed: int, lock: Dict[str, Any]) -> bool:
+    """True when the clone's dvc.lock records stage cell@CELL-SEED with exactly the params the clone's params.yaml
+    holds now and the metrics.json on disk is the one it locked: a file left by an earlier run with other params (the
+    default run's, in a clone that ran it first) does not count."""
+    stage = lock.get(f"cell@{cell}-{seed}")
+    path = os.path.join(clone, f"results/cells/{cell}/s{seed}/metrics.json")
+    if stage is None or not os.path.isfile(path):
+        return False
+    try:
+        if any(_at(params, k) != v for k, v in stage.get("params", {}).get("params.yaml", {}).items()):
+            return False
+    except (KeyError, TypeError):
+        return False
+    md5 = next((o["md5"] for o in stage.get("outs", []) if o["path"].endswith("metrics.json")), None)
+    with open(path, "rb") as f:
+        return md5 == hashlib.md5(f.read()).hexdigest()
+
+
 def snapshot(name: str, clone: str, command: str, stages: bool = False, t0: Optional[float] = None,
-             out: str = EVIDENCE) -> Dict[str, Any]:
+             out: str = EVIDENCE, note: Optional[str] = None) -> Dict[str, Any]:
     """Copy the clone's finished runs (and with `stages` its stage results) into out/name; returns study.json."""
     dest = os.path.join(out, name)
     params_path = os.path.join(clone, "params.yaml")
@@ -53,40 +80,51 @@ def snapshot(name: str, clone: str, command: str, stages: bool = False, t0: Opti
         raise FileNotFoundError(f"{params_path}: no params.yaml (--clone must be the study's repository clone)")
     with open(params_path) as f:
         params = yaml.safe_load(f)
+    lock_path = os.path.join(clone, "dvc.lock")
+    if not os.path.isfile(lock_path):
+        raise FileNotFoundError(f"{lock_path}: no dvc.lock (the study must run through the pipeline: dvc exp run)")
+    with open(lock_path) as f:
+        lock = (yaml.safe_load(f) or {}).get("stages", {})
     runs = planned(params)
-    finished = [(c, s) for c, s in runs if os.path.isfile(os.path.join(clone, f"results/cells/{c}/s{s}/metrics.json"))]
-    if not finished:
-        raise FileNotFoundError(f"{clone}/results/cells: none of the study's {len(runs)} runs has finished")
+    done = [(c, s) for c, s in runs if finished(clone, params, c, s, lock)]
+    if not done:
+        raise FileNotFoundError(f"{clone}: none of the study's {len(runs)} runs has finished with its params "
+                                "(dvc.lock and params.yaml disagree, or no metrics.json)")
+    if os.path.isdir(dest):  # the snapshot is the clone's state now: a run redone since is replaced, none is kept stale
+        shutil.rmtree(os.path.join(dest, "results"), ignore_errors=True)
     os.makedirs(dest, exist_ok=True)
     shutil.copyfile(params_path, os.path.join(dest, "params.yaml"))
-    for c, s in finished:
+    for c, s in done:
         rel = f"results/cells/{c}/s{s}"
         os.makedirs(os.path.join(dest, rel), exist_ok=True)
         for f in RUN_FILES:
             if os.path.isfile(os.path.join(clone, rel, f)):
                 shutil.copyfile(os.path.join(clone, rel, f), os.path.join(dest, rel, f))
     if stages:
-        if len(finished) < len(runs):
-            raise ValueError(f"--stages: {len(runs) - len(finished)} of the study's runs have not finished")
+        if len(done) < len(runs):
+            raise ValueError(f"--stages: {len(runs) - len(done)} of the study's runs have not finished")
         for pattern in STAGE_GLOBS:
             for src in glob.glob(os.path.join(clone, pattern)):
                 rel = os.path.relpath(src, clone)
                 os.makedirs(os.path.dirname(os.path.join(dest, rel)), exist_ok=True)
                 shutil.copyfile(src, os.path.join(dest, rel))
     cells = collect(os.path.join(dest, "results"))
-    timing = [pipeline.read_json(os.path.join(dest, f"results/cells/{c}/s{s}/timing.json")) for c, s in finished
+    timing = [pipeline.read_json(os.path.join(dest, f"results/cells/{c}/s{s}/timing.json")) for c, s in done
               if os.path.isfile(os.path.join(dest, f"results/cells/{c}/s{s}/timing.json"))]
     commit = subprocess.run(["git", "-C", clone, "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
     meta = {"command": command, "commit": commit, "date": time.strftime("%Y-%m-%d"), "machine": machine_info(),
-            "runs_planned": len(runs), "runs_finished": len(finished),
+            "runs_planned": len(runs), "runs_finished": len(done),
             "runs_converged": int(cells.converged.fillna(False).astype(bool).sum()),
             "train_s": round(sum(t.get("total", 0.0) for t in timing), 1),
             "stages": bool(stages) or os.path.isfile(os.path.join(dest, "results/07_report/claims.csv"))}
     if t0 is not None:
         meta["wall_s"] = round(time.time() - t0, 1)
+    old = os.path.join(dest, "study.json")
+    notes = pipeline.read_json(old).get("notes", []) if os.path.isfile(old) else []
+    meta["notes"] = notes + ([note] if note and note not in notes else [])
     meta["complete"] = meta["runs_finished"] == meta["runs_planned"] and meta["stages"]
-    pipeline.write_json(meta, os.path.join(dest, "study.json"))
+    pipeline.write_json(meta, old)
     curves_figure(dest)
     return meta
 
@@ -210,13 +248,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     s.add_argument("--command", required=True, help="the command that ran it (recorded)")
     s.add_argument("--stages", action="store_true", help="also the stage results (every run and stage done)")
     s.add_argument("--t0", type=float, help="the study's start (epoch seconds): records its wall time")
+    s.add_argument("--note", help="a remark kept in study.json and shown in the README (e.g. what shared the CPU)")
     w = sub.add_parser("show", help="the evidence's runs so far, per cell")
     w.add_argument("name")
     sub.add_parser("budget", help=f"the budget curve over {', '.join(BUDGETS)}: {EVIDENCE}/budget_curve.csv and .png")
     args = ap.parse_args(argv)
     try:
         if args.cmd == "snapshot":
-            meta = snapshot(args.name, args.clone, args.command, args.stages, args.t0)
+            meta = snapshot(args.name, args.clone, args.command, args.stages, args.t0, note=args.note)
             print(f"{EVIDENCE}/{args.name}: {meta['runs_finished']} of {meta['runs_planned']} runs "
                   f"({meta['runs_converged']} converged), stages {'in' if meta['stages'] else 'not yet'}")
         elif args.cmd == "budget":

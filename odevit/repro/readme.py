@@ -347,7 +347,8 @@ def converged_study(root: str = ".") -> str:
     head = (f"`{meta['command']}` (commit {meta['commit']}) on {_machine(meta['machine'])}, {meta['date']}: "
             f"**{meta['runs_finished']} of {meta['runs_planned']} runs finished, {meta['runs_converged']} converged** "
             f"by the validation rule; {meta['train_s'] / 3600:.1f} h of training so far"
-            + (f", {meta['wall_s'] / 3600:.1f} h wall" if "wall_s" in meta else "") + ".")
+            + (f", {meta['wall_s'] / 3600:.1f} h wall" if "wall_s" in meta else "") + "."
+            + "".join(f" {n}" for n in meta.get("notes", [])))
     if meta["complete"]:
         return head + "\n\n" + claims_table(path)
     return (head + " **In progress: no verdict is drawn from it until every seed and stage is in.**\n\n"
