@@ -138,7 +138,10 @@ def curves_figure(root: str) -> str:
 
     from . import curves
 
-    h = curves.histories(os.path.join(root, "results"))
+    with open(os.path.join(root, "params.yaml")) as f:
+        order = list(yaml.safe_load(f)["study"]["cells"])  # the study's cell order (ref first)
+    ran = set(os.listdir(os.path.join(root, "results", "cells")))
+    h = curves.histories(os.path.join(root, "results"), [c for c in order if c in ran])
     names = list(h.cell.cat.categories)
     fig, axes = plt.subplots(1, len(names), figsize=(3.4 * len(names), 3.2), sharey=True, squeeze=False)
     for ax, name in zip(axes[0], names):
