@@ -42,6 +42,11 @@ RUN_FILES = ("metrics.json", "history.csv", "timing.json")
 STAGE_GLOBS = ("results/0[3-7]_*/*.csv", "results/0[3-7]_*/*.json", "results/0[3-7]_*/*.png", "results/run.json")
 
 
+def n_converged(runs: pd.DataFrame) -> int:
+    """How many rows of a `study.collect` frame converged by the validation rule (a missing flag counts as no)."""
+    return int(runs.converged.fillna(False).astype(bool).sum()) if "converged" in runs else 0
+
+
 def planned(params: Dict[str, Any]) -> List[tuple]:
     """(cell, seed) of every run the params' study plans."""
     return [(c, int(s)) for c in params["study"]["cells"] for s in params["study"]["seeds"]]
@@ -115,9 +120,9 @@ def snapshot(name: str, clone: str, command: str, stages: bool = False, t0: Opti
                             text=True).stdout.strip()
     meta = {"command": command, "commit": commit, "date": time.strftime("%Y-%m-%d"), "machine": machine_info(),
             "runs_planned": len(runs), "runs_finished": len(done),
-            "runs_converged": int(cells.converged.fillna(False).astype(bool).sum()),
+            "runs_converged": n_converged(cells),
             "train_s": round(sum(t.get("total", 0.0) for t in timing), 1),
-            "stages": bool(stages) or os.path.isfile(os.path.join(dest, "results/07_report/claims.csv"))}
+            "stages": os.path.isfile(os.path.join(dest, "results/07_report/claims.csv"))}  # the report ran on them
     if t0 is not None:
         meta["wall_s"] = round(time.time() - t0, 1)
     old = os.path.join(dest, "study.json")
@@ -131,9 +136,6 @@ def snapshot(name: str, clone: str, command: str, stages: bool = False, t0: Opti
 
 def curves_figure(root: str) -> str:
     """root/curves.png: validation Acc@1 against epoch of every finished run, one panel per cell (shared y axis)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     from . import curves
@@ -175,7 +177,7 @@ def progress(root: str) -> pd.DataFrame:
                      "test Acc@1 (%)": f"{100 * c.acc1.mean():.2f}" + (f" ± {100 * c.acc1.std():.2f}" if len(c) > 1 else ""),
                      "val Acc@1 (%)": f"{100 * c.val_acc1.mean():.2f}" if "val_acc1" in c else "–",
                      "epochs run": per_run("epochs_run"), "best epoch": per_run("best_epoch"),
-                     "converged": f"{int(c.converged.fillna(False).astype(bool).sum())} of {len(c)}",
+                     "converged": f"{n_converged(c)} of {len(c)}",
                      "min per run": f"{sum(t) / len(t) / 60:.0f}" if t else "–"})
     return pd.DataFrame(rows)
 
@@ -202,12 +204,12 @@ def budget_curve(names: Sequence[str] = BUDGETS, students: Sequence[str] = ("ref
             seeds = sorted(set(g.index) & set(f.index))
             d = [100 * (g.acc1[s] - f.acc1[s]) for s in seeds]
             e = stats.estimate(d, "greater")
-            conv = pd.concat([g.loc[seeds], f.loc[seeds]]).converged.fillna(False).astype(bool)
+            both = pd.concat([g.loc[seeds], f.loc[seeds]])
             rows.append({"study": name, "train_images": int(cells.train_images.max()), "student": student,
                          "seeds": len(seeds), "student_acc1": 100 * g.acc1[seeds].mean() if seeds else math.nan,
                          "free_acc1": 100 * f.acc1[seeds].mean() if seeds else math.nan, "diff_mean": e["mean"],
                          "ci_low": e["ci_low"], "ci_high": e["ci_high"], "p_vs_null": e["p_vs_null"],
-                         "converged": f"{int(conv.sum())}/{len(conv)}", "complete": bool(meta["complete"]), "est": e})
+                         "converged": f"{n_converged(both)}/{len(both)}", "complete": bool(meta["complete"]), "est": e})
     t = pd.DataFrame(rows)
     if not len(t):
         return t
@@ -220,9 +222,6 @@ def budget_curve(names: Sequence[str] = BUDGETS, students: Sequence[str] = ("ref
 
 def budget_figure(t: pd.DataFrame, path: str) -> str:
     """Student - free ODE (points, mean and 95 % interval) against the student's training images (log axis)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.4, 3.6))

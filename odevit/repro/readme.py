@@ -22,6 +22,7 @@ import pandas as pd
 import yaml
 
 from .bench import VIT, activation_markdown, bf16_skipped
+from .evidence import EVIDENCE, n_converged, progress
 from .machine import machine_info
 from .report import to_markdown
 from .study import collect
@@ -86,7 +87,7 @@ def claims_summary(root: str = ".") -> str:
                     na_values=[""]).fillna({"vs_paper": "", "finding": ""})
     cells = collect(os.path.join(root, "results"))
     ref = cells[cells.cell == _reference(root)]
-    conv = int(cells.converged.fillna(False).astype(bool).sum()) if "converged" in cells else 0
+    conv = n_converged(cells)
     with open(os.path.join(root, "params.yaml")) as f:
         params = yaml.safe_load(f)
     window, delta = params["base"]["converge_window"], params["distill"]["min_delta_pts"]
@@ -262,9 +263,6 @@ def gpu_estimate(root: str = ".") -> str:
             "class): an estimate, not a measurement; ImageNet-100 (≈ 126k images) takes ≈ 2.5× that.")
 
 
-EVIDENCE = "docs/evidence"
-
-
 def _verdicts(cells: pd.DataFrame) -> str:
     """Every cell against the reference (report.comparisons) as a table, and one sentence: the headline claim and
     which cells are resolved better / worse than the reference, and which are not resolved."""
@@ -325,26 +323,23 @@ def cpu_study(root: str = ".") -> str:
             f"Its claims table (`docs/evidence/claims_cpu_20000x2.csv`) {told}")
 
 
-CONVERGED = "docs/evidence/converged_fmnist"
+CONVERGED = f"{EVIDENCE}/converged_fmnist"
 
 
-def _machine(info: Dict[str, Any]) -> str:
-    gpu = info.get("cuda_device") or "no GPU"
-    return (f"{info.get('cpu_model', '?')} ({info.get('cpu_capability', '?')} kernels, {info.get('threads', '?')} "
-            f"threads), {gpu}")
+def _cpu(info: Dict[str, Any], model: str = "?") -> str:
+    """"AMD EPYC (AVX2 kernels, 2 threads)" from a machine_info record (`model` where it names no CPU)."""
+    return f"{info.get('cpu_model', model)} ({info.get('cpu_capability', '?')} kernels, {info.get('threads', '?')} threads)"
 
 
 def converged_study(root: str = ".") -> str:
     """The converged study (docs/evidence/converged_fmnist, written by `odevit.repro.evidence snapshot`): its
     claims table once every run and stage is in; until then the runs finished so far and their validation curves."""
-    from .evidence import progress
-
     path = os.path.join(root, CONVERGED)
     if not os.path.isfile(os.path.join(path, "study.json")):
         return ("Not run yet: `dvc exp run $(python -m odevit.repro.preset presets/converged_fmnist.yaml)`, then "
                 "`python -m odevit.repro.evidence snapshot converged_fmnist --clone . --command ...`.")
     meta = _json(os.path.join(path, "study.json"))
-    head = (f"`{meta['command']}` (commit {meta['commit']}) on {_machine(meta['machine'])}, {meta['date']}: "
+    head = (f"`{meta['command']}` (commit {meta['commit']}) on {_cpu(meta['machine'])}, {meta['machine'].get('cuda_device') or 'no GPU'}, {meta['date']}: "
             f"**{meta['runs_finished']} of {meta['runs_planned']} runs finished, {meta['runs_converged']} converged** "
             f"by the validation rule; {meta['train_s'] / 3600:.1f} h of training so far"
             + (f", {meta['wall_s'] / 3600:.1f} h wall" if "wall_s" in meta else "") + "."
@@ -379,7 +374,7 @@ def run_time(root: str = ".") -> str:
     the training share; the machine it ran on."""
     run = _json(os.path.join(root, "results/run.json"))
     info = run.get("machine_info", {})
-    cpu = f"{info.get('cpu_model', run['machine'])} ({info.get('cpu_capability', '?')} kernels, {info.get('threads', '?')} threads)"
+    cpu = _cpu(info, run["machine"])
     head = (f"`make repro` on a fresh clone, {run['machine']}, {cpu}, {run['date']}: **{run['wall_s'] / 60:.1f} min "
             f"wall-clock** for `dvc repro` (`results/run.json`).")
     if "phases_s" not in run:  # a record from before the phase breakdown
