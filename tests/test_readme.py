@@ -48,7 +48,8 @@ def test_claims_section_shows_verdicts_and_follows_them(tmp_path):
         (root / "params.yaml").write_text("study: {reference: ref}\n")
         text = readme.claims_table(str(root))
         row = next(line for line in text.splitlines() if line.startswith("| `retention`"))
-        assert row.endswith(f"**{stats.SUPPORTS if name == 'a' else stats.CONTRADICTS}** |")
+        want = stats.SUPPORTS if name == 'a' else stats.CONTRADICTS
+        assert row.endswith(f"**{want}** (replicates {c.set_index('claim').replication['retention']:.2f}) |")
         assert f"0.939 ± {0.01 / teacher:.2g}" in row and "authors' README table" in row
         assert f"Verdicts of this run: **{report.summary_line(c)}**" in text
         assert "(Holm p " in next(line for line in text.splitlines() if line.startswith("| `centernorm"))

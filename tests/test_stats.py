@@ -126,3 +126,45 @@ def test_paper_numbers_and_their_arithmetic():
     assert not any("§" in v.source or "§" in v.statement for v in c.values())  # no section number nobody can check
     doc = Path(__file__).resolve().parents[1] / "docs" / "paper.md"
     assert doc.read_text() == paper.markdown(), "python -m odevit.repro.paper, then commit docs/paper.md"
+
+
+def _cdf_df2(t: float) -> float:
+    """CDF of Student's t with 2 degrees of freedom (closed form)."""
+    return 0.5 + t / (2 * math.sqrt(2 + t * t))
+
+
+T2_975 = 4.302652729911275  # t(0.975, 2): the 95 % interval with 3 values
+
+
+def test_replication_known_answer_and_the_verdict_it_flips():
+    # [1, 1.5, 0.8]: mean 1.1, se = std / sqrt(3); the 95 % interval excludes 0 (t = 5.28 > 4.30), but a replicate
+    # decides the same with P = F_2((t - 4.30) / sqrt 2) = 0.72 < 0.9: floating-point noise could flip it
+    x = [1.0, 1.5, 0.8]
+    t = np.mean(x) / (np.std(x, ddof=1) / math.sqrt(3))
+    e = stats.estimate(x, "greater")
+    assert e["ci_low"] > 0 and stats.replication(e) == pytest.approx(_cdf_df2((t - T2_975) / math.sqrt(2)))
+    assert stats.replication(e) == pytest.approx(0.7203, abs=1e-4) and stats.verdict(e) == stats.INCONCLUSIVE
+    tight = stats.estimate([1.0, 1.2, 0.9], "greater")  # t = 11.7: P = 0.983
+    assert stats.replication(tight) == pytest.approx(0.983, abs=1e-3) and stats.verdict(tight) == stats.SUPPORTS
+    # the same on the other side: contradicts only when a replicate would contradict again
+    assert stats.verdict(stats.estimate([-1.0, -1.5, -0.8], "greater")) == stats.INCONCLUSIVE
+    assert stats.verdict(stats.estimate([-1.0, -1.2, -0.9], "greater")) == stats.CONTRADICTS
+    # nothing decided: no replication probability; no spread: a replicate decides the same for sure
+    assert math.isnan(stats.replication(stats.estimate([1.0, -1.0, 0.5], "greater")))
+    assert stats.replication(stats.estimate([2.0, 2.0, 2.0], "greater")) == 1.0
+
+
+def test_replication_of_an_equivalence():
+    # inside +-1: both one-sided tests must pass again, P >= 1 - miss(low) - miss(high), t_c = t(0.95, 2)
+    x = [0.1, 0.2, -0.1]
+    m, se = np.mean(x), np.std(x, ddof=1) / math.sqrt(3)
+    want = _cdf_df2(((m + 1) / se - T2_95) / math.sqrt(2)) + _cdf_df2(((1 - m) / se - T2_95) / math.sqrt(2)) - 1
+    e = stats.estimate(x, "equivalent", margin=1.0)
+    assert stats.replication(e) == pytest.approx(want) and stats.verdict(e) == stats.SUPPORTS
+    near = stats.estimate([0.5, 0.7, 0.3], "equivalent", margin=1.0)  # inside, but close to +1: a replicate often is not
+    assert near["ci90_high"] < 1.0 and stats.replication(near) < stats.REPLICATION
+    assert stats.verdict(near) == stats.INCONCLUSIVE
+    # outside: the distance to the margin edge it lies beyond, t_c = t(0.975, 2)
+    out = stats.estimate([3.0, 3.5, 4.0], "equivalent", margin=1.0)
+    se = 0.5 / math.sqrt(3)
+    assert stats.replication(out) == pytest.approx(_cdf_df2(((3.5 - 1) / se - T2_975) / math.sqrt(2)))

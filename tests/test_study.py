@@ -91,7 +91,7 @@ def _results(root: Path, ref=(0.80, 0.801, 0.799), free=(0.75, 0.752, 0.749), te
             for c in ("ref", "jasmin_off")}
     _write(root / "06_dynamics/metrics.json", {
         "lyapunov": lyap, "lyapunov_class": {"ref": {f"seed{s}": {"r": r, "n_classes": 10}
-                                                     for s, r in enumerate((0.3, 0.5, 0.4))}},
+                                                     for s, r in enumerate((0.4, 0.5, 0.45))}},
         "prop1": {f"seed{s}": {"fraction_within": f, "tightness_min": t / 10, "tightness_median": t, "L_max": 9.0,
                                "paper_L": 0.5, "fraction_within_paper_L": 1.0}
                   for s, (f, t) in enumerate(zip(fraction, tightness))}})

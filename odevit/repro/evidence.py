@@ -217,6 +217,7 @@ def budget_curve(names: Sequence[str] = BUDGETS, students: Sequence[str] = ("ref
     t["holm_p"] = math.nan
     t.loc[ok, "holm_p"] = stats.holm(t.p_vs_null[ok].to_numpy())
     t["verdict"] = [stats.verdict(r.est, None if math.isnan(r.holm_p) else r.holm_p) for r in t.itertuples()]
+    t["replication"] = [stats.replication(r.est) if r.seeds else math.nan for r in t.itertuples()]
     return t.drop(columns="est").sort_values(["student", "train_images"]).reset_index(drop=True)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import glob
 import json
+import math
 import os
 import re
 import sys
@@ -24,6 +25,7 @@ import yaml
 from .bench import VIT, activation_markdown, bf16_skipped
 from .evidence import EVIDENCE, n_converged, progress
 from .machine import machine_info
+from . import stats
 from .report import to_markdown
 from .study import collect
 
@@ -53,6 +55,14 @@ def _predicts(r: Any) -> str:
             "bound": "error ≤ bound", "fact": "fact", "none": "(not a claim)"}.get(r.direction, r.direction)
 
 
+def _tests(r: Any) -> str:
+    """ " (Holm p 0.012 · replicates 0.64)": the family's Holm-adjusted p and the probability that a replicate on
+    another machine decides what the intervals decide (`stats.replication`), where the row has them."""
+    parts = ([] if pd.isna(r.holm_p) else [f"Holm p {r.holm_p:.3f}"]) + (
+        [] if pd.isna(getattr(r, "replication", math.nan)) else [f"replicates {r.replication:.2f}"])
+    return f" ({' · '.join(parts)})" if parts else ""
+
+
 def claims_table(root: str = ".") -> str:
     """The claims table (results/07_report/claims.csv): each claim, its source, the side the paper predicts, ours with
     its interval, the paper's number and where it lies, the computed verdict; then the verdict counts."""
@@ -67,7 +77,7 @@ def claims_table(root: str = ".") -> str:
         pred = _predicts(r)
         ours = "–" if pd.isna(r.ours_mean) else _num(r.ours_mean, signed) + (
             "" if pd.isna(r.ours_std) else f" ± {r.ours_std:.2g}")
-        holm = "" if pd.isna(r.holm_p) else f" (Holm p {r.holm_p:.3f})"
+        holm = _tests(r)
         note = f"; {r.finding}" if r.direction == "none" and r.finding else ""
         rows.append(f"| `{r.claim}` | {r.source} | {pred} | {ours} {r.unit} | {r.seeds} | "
                     f"{_ci(r.ci_low, r.ci_high, signed)} | {r.paper} | {r.vs_paper or '–'} | "
@@ -104,7 +114,10 @@ def claims_summary(root: str = ".") -> str:
             + f" The teacher ({100 * _json(os.path.join(root, 'results/02_teacher/metrics.json'))['acc1']:.2f} % test "
             f"Acc@1) {'converged' if _json(os.path.join(root, 'results/02_teacher/metrics.json')).get('converged') else 'had not converged either'}. "
             "An equivalence row's ± is our margin (`study.equivalence_margin_pts`), not the paper's error bar; an "
-            "ablation row whose interval excludes 0 stays inconclusive unless its Holm-adjusted p (shown) is < 0.05.")
+            "ablation row whose interval excludes 0 stays inconclusive unless its Holm-adjusted p (shown) is < 0.05; "
+            f"and no decisive verdict stands unless a replicate on another machine would reach it again with probability "
+            f"≥ {stats.REPLICATION:g} (“replicates”, `stats.replication`: floating-point noise treated as a fresh "
+            "draw of every seed), so a verdict that another CPU type could flip reads inconclusive.")
     rows = ["| claim | paper predicts | paper's number | ours [95 % CI] | verdict |", "|---|---|---|---|---|"]
     for r in c.itertuples():
         signed = r.unit in ("pt", "%", "r", "exponent")
@@ -112,7 +125,7 @@ def claims_summary(root: str = ".") -> str:
         ours = "–" if pd.isna(r.ours_mean) else _num(r.ours_mean, signed)
         ci = "" if pd.isna(r.ci_low) else " " + _ci(r.ci_low, r.ci_high, signed)
         value = "–" if pd.isna(r.paper_value) else _num(r.paper_value, signed)
-        holm = "" if pd.isna(r.holm_p) else f" (Holm p {r.holm_p:.3f})"
+        holm = _tests(r)
         rows.append(f"| `{r.claim}` | {pred} | {value} | {ours}{ci} {r.unit} | **{r.verdict}**{holm} |")
     return head + "\n\n" + "\n".join(rows)
 
@@ -359,11 +372,13 @@ def budget_curve(root: str = ".") -> str:
                 "`python -m odevit.repro.evidence budget` draws the curve from their snapshots.")
     t = pd.read_csv(path)
     rows = ["| training images | student − free | seeds | student Acc@1 (%) | free Acc@1 (%) | difference [95 % CI] (pt) "
-            "| Holm p | converged | all runs in | verdict (> 0: the teacher helps) |", "|---|---|---|---|---|---|---|---|---|---|"]
+            "| Holm p | replicates | converged | all runs in | verdict (> 0: the teacher helps) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in t.itertuples():
         rows.append(f"| {r.train_images:,} | {r.student} − free | {r.seeds} | {r.student_acc1:.2f} | {r.free_acc1:.2f} | "
                     f"{_num(r.diff_mean, True)} {_ci(r.ci_low, r.ci_high, True)} | "
-                    f"{'–' if pd.isna(r.holm_p) else f'{r.holm_p:.3f}'} | {r.converged} | {'yes' if r.complete else 'no'} | "
+                    f"{'–' if pd.isna(r.holm_p) else f'{r.holm_p:.3f}'} | "
+                    f"{'–' if pd.isna(getattr(r, 'replication', math.nan)) else f'{r.replication:.2f}'} | {r.converged} | {'yes' if r.complete else 'no'} | "
                     f"**{r.verdict}** |")
     return "\n".join(rows) + f"\n\n![budget curve]({EVIDENCE}/budget_curve.png)"
 

@@ -136,7 +136,7 @@ def _dyn_values(dyn: dict, key: str, cell: str, field: str) -> np.ndarray:
 
 
 CLAIM_COLUMNS = ["claim", "statement", "source", "direction", "statistic", "unit", "ours_mean", "ours_std", "seeds",
-                 "ci_low", "ci_high", "p_vs_null", "null", "holm_p", "margin", "tost_p", "ci90_low", "ci90_high",
+                 "ci_low", "ci_high", "p_vs_null", "null", "holm_p", "replication", "margin", "tost_p", "ci90_low", "ci90_high",
                  "paper", "paper_value", "p_vs_paper", "vs_paper", "verdict", "finding", "cells", "budget", "note"]
 
 
@@ -145,7 +145,7 @@ def _row(cid: str, e: dict, cells: str, budget_: str, note: str = "") -> dict:
     return {"claim": cid, "statement": c.statement, "source": c.source, "direction": c.direction,
             "statistic": c.statistic, "unit": c.unit, "ours_mean": e["mean"], "ours_std": e["std"], "seeds": e["n"],
             "ci_low": e["ci_low"], "ci_high": e["ci_high"], "p_vs_null": e.get("p_vs_null", math.nan),
-            "null": e.get("null", math.nan), "holm_p": math.nan, "margin": e.get("margin", math.nan),
+            "null": e.get("null", math.nan), "holm_p": math.nan, "replication": math.nan, "margin": e.get("margin", math.nan),
             "tost_p": e.get("tost_p", math.nan), "ci90_low": e.get("ci90_low", math.nan),
             "ci90_high": e.get("ci90_high", math.nan), "paper": c.paper,
             "paper_value": math.nan if c.value is None else c.value, "p_vs_paper": e.get("p_vs_paper", math.nan),
@@ -245,7 +245,10 @@ def claims(results: str = "results", reference: str = "ref", margin_pts: float =
         rows[i]["holm_p"] = h
     for r in rows:
         e = r.pop("_e")
+        r["replication"] = math.nan
         if not r["verdict"]:
+            if e.get("direction") in ("greater", "less", "equivalent") and e["n"]:
+                r["replication"] = stats.replication(e)
             r["verdict"] = stats.verdict(e, r["holm_p"] if paper.claim(r["claim"]).family else None)
     return pd.DataFrame(rows, columns=CLAIM_COLUMNS)
 
@@ -329,11 +332,12 @@ def ablations(cells: pd.DataFrame, reference: str = "ref") -> pd.DataFrame:
     fam = [bool(c) and paper.claim(c).family for c in table.claim]
     table["holm_p"] = math.nan
     table.loc[fam, "holm_p"] = stats.holm(table.loc[fam, "p_vs_null"].to_numpy())
-    verdicts = []
+    verdicts, reps = [], []
     for r in table.itertuples():
         e = {"direction": r.direction, "n": r.seeds, "ci_low": r.ci_low, "ci_high": r.ci_high, "null": 0.0}
         verdicts.append(stats.verdict(e, None if math.isnan(r.holm_p) else r.holm_p))
-    table["verdict"] = verdicts
+        reps.append(stats.replication(e) if r.direction != "none" else math.nan)
+    table["verdict"], table["replication"] = verdicts, reps
     return table
 
 

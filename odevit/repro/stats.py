@@ -9,6 +9,12 @@ the per-seed values against the null (t test, scipy), against the paper's own nu
 two one-sided tests (statsmodels ttost_paired) within a margin; `holm` adjusts a family's p values (statsmodels);
 `verdict` turns one estimate into supports / contradicts / inconclusive at this budget — the only place a verdict
 is decided (`bound_verdict` for the one bound).
+
+Floating-point noise: a run on another CPU type (other SIMD kernels, another thread count) follows another
+floating-point path, and training amplifies the difference (for small nets, one changed bit diverges about as far
+as a new seed: Summers & Dinneen 2021). `replication` models a replicate on another machine as a fresh draw of the
+per-seed values, and `verdict` keeps a decisive label only if such a replicate would reach it again with probability
+>= REPLICATION; a verdict that floating-point noise would flip more often reads inconclusive.
 """
 from __future__ import annotations
 
@@ -82,6 +88,7 @@ DIRECTIONS = ("greater", "less", "equivalent", "none", "fact")
 ALPHA = 0.05
 COUNTED = {SUPPORTS: "supports", CONTRADICTS: "contradicts", INCONCLUSIVE: "inconclusive"}  # the summary's counts
 VACUOUS_RATIO = 10.0  # a bound >= 10x the measured error everywhere "holds, vacuous"
+REPLICATION = 0.9  # a decisive verdict needs P(an independent replicate decides the same) >= this (`replication`)
 
 
 def p_value(x: Sequence[float], value: float = 0.0) -> float:
@@ -168,14 +175,58 @@ def estimate(x: Sequence[float], direction: str, null: float = 0.0, margin: Opti
     return out
 
 
+def _decided(e: Mapping[str, float]) -> str:
+    """The label the intervals alone give (before Holm and the replication rule): see `verdict`."""
+    d, lo, hi, null = e["direction"], e["ci_low"], e["ci_high"], e["null"]
+    if math.isnan(lo) or math.isnan(hi):
+        return INCONCLUSIVE
+    if d == "equivalent":
+        m = e["margin"]
+        return (SUPPORTS if e["tost_p"] < ALPHA and null - m < e["ci90_low"] and e["ci90_high"] < null + m else
+                CONTRADICTS if lo > null + m or hi < null - m else INCONCLUSIVE)
+    above, below = lo > null, hi < null
+    return (SUPPORTS if (above if d == "greater" else below) else
+            CONTRADICTS if (below if d == "greater" else above) else INCONCLUSIVE)
+
+
+def replication(e: Mapping[str, float]) -> float:
+    """Probability that an independent replicate (n fresh per-seed values from the same distribution: what another
+    machine's floating-point path amounts to once training has amplified it) decides what these intervals decide.
+
+    With mean m, standard error se = (ci_high - ci_low) / (2 t(0.975, n-1)) and a boundary b that the decision
+    needs the replicate's t statistic to clear by t_c, our distance to it in standard errors is t = |m - b| / se.
+    A replicate's mean differs from ours by se * sqrt(2) * T, T ~ t(n-1) (flat prior, its own spread taken equal to
+    ours), so P = F_t(n-1)((t - t_c) / sqrt(2)). Greater / less and an equivalence row outside its margin: b = the
+    null (or the margin edge it lies beyond), t_c = t(0.975, n-1). Equivalence inside the margin: both one-sided
+    tests must pass again, t_c = t(0.95, n-1) at each edge, P >= 1 - (miss low) - (miss high) (Bonferroni).
+    NaN when the intervals decide nothing (no replicate is needed to keep "inconclusive"); 1 with no spread."""
+    v = _decided(e)
+    if v == INCONCLUSIVE:
+        return math.nan
+    n, lo, hi, null = int(e["n"]), e["ci_low"], e["ci_high"], e["null"]
+    t975 = float(st.t.ppf(0.975, n - 1))
+    se, m = (hi - lo) / (2 * t975), (lo + hi) / 2
+    if se == 0:
+        return 1.0
+    again = lambda dist, tc: float(st.t.cdf((dist / se - tc) / math.sqrt(2), n - 1))  # noqa: E731
+    if e["direction"] != "equivalent":
+        return again(abs(m - null), t975)
+    mg = e["margin"]
+    if v == CONTRADICTS:
+        return again(m - (null + mg) if lo > null + mg else (null - mg) - m, t975)
+    t95 = float(st.t.ppf(0.95, n - 1))
+    return max(0.0, again(m - (null - mg), t95) + again((null + mg) - m, t95) - 1.0)
+
+
 def verdict(e: Mapping[str, float], holm_p: Optional[float] = None) -> str:
     """The verdict of one claim from its `estimate`: the only function that decides one.
 
     greater / less (the paper predicts the statistic above / below `null`): supports if the 95 % interval lies on
     the paper's side, contradicts if it lies on the other side; equivalent: supports if the TOST puts the mean inside
     null ± margin (p < 0.05, 90 % interval inside), contradicts if the 95 % interval lies entirely outside; none:
-    not a claim; fact: fact (no test). For a family member (holm_p given) a decisive verdict also needs holm_p < 0.05. Otherwise, and with
-    fewer than 2 seeds, inconclusive at this budget (no seeds at all: not measured)."""
+    not a claim; fact: fact (no test). For a family member (holm_p given) a decisive verdict also needs holm_p < 0.05.
+    A decisive verdict also needs `replication` >= REPLICATION: floating-point noise (another CPU type) must not flip
+    it. Otherwise, and with fewer than 2 seeds, inconclusive at this budget (no seeds at all: not measured)."""
     d = e["direction"]
     if e["n"] == 0:  # no run of the cells it needs (a fact or an attribution without data is not measured either)
         return NOT_MEASURED
@@ -183,18 +234,10 @@ def verdict(e: Mapping[str, float], holm_p: Optional[float] = None) -> str:
         return NOT_A_CLAIM
     if d == "fact":
         return FACT
-    lo, hi, null = e["ci_low"], e["ci_high"], e["null"]
-    if math.isnan(lo) or math.isnan(hi):
-        return INCONCLUSIVE
-    if d == "equivalent":
-        m = e["margin"]
-        v = (SUPPORTS if e["tost_p"] < ALPHA and null - m < e["ci90_low"] and e["ci90_high"] < null + m else
-             CONTRADICTS if lo > null + m or hi < null - m else INCONCLUSIVE)
-    else:
-        above, below = lo > null, hi < null
-        v = (SUPPORTS if (above if d == "greater" else below) else
-             CONTRADICTS if (below if d == "greater" else above) else INCONCLUSIVE)
+    v = _decided(e)
     if v != INCONCLUSIVE and holm_p is not None and not holm_p < ALPHA:
+        return INCONCLUSIVE
+    if v != INCONCLUSIVE and not replication(e) >= REPLICATION:
         return INCONCLUSIVE
     return v
 
