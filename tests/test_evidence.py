@@ -124,3 +124,20 @@ def test_budget_curve_verdicts_follow_the_data(tmp_path):
     t.reset_index().to_csv(tmp_path / "docs/evidence/budget_curve.csv", index=False)
     text = readme.budget_curve(str(tmp_path))
     assert "| 1,000 | ref − free | 3 |" in text and "**contradicts**" in text and "budget_curve.png" in text
+
+
+def test_replicate_compare_counts_the_flips_each_rule_lets_through(tmp_path):
+    """The same runs on two floating-point paths: ts_minus_free is (1, 1.5, 0.8) pt on one, (1, 2.5, -0.2) on the
+    other. The intervals alone flip it (supports -> inconclusive); the replication rule reads inconclusive on both."""
+    ref = (0.80, 0.801, 0.799)
+    a = _results(tmp_path / "a", ref=ref, free=tuple(r - d for r, d in zip(ref, (0.010, 0.015, 0.008))))
+    b = _results(tmp_path / "b", ref=ref, free=tuple(r - d for r, d in zip(ref, (0.010, 0.025, -0.002))))
+    t = evidence.replicate_compare(str(a), str(b))
+    runs = t["runs"].set_index(["cell", "seed"])
+    assert runs.loc[("free", 1), "diff_pt"] == pytest.approx(-1.0) and runs.loc[("teacher", -1), "diff_pt"] == 0
+    cells = t["cells"].set_index("cell")
+    assert cells.loc["free", "mean_abs_diff_pt"] == pytest.approx(2 / 3) and cells.loc["ref", "mean_abs_diff_pt"] == 0
+    c = t["claims"].set_index("claim").loc["ts_minus_free"]
+    assert (c.primary_intervals, c.replicate_intervals) == (report.stats.SUPPORTS, report.stats.INCONCLUSIVE)
+    assert (c.primary_rule, c.replicate_rule) == (report.stats.INCONCLUSIVE, report.stats.INCONCLUSIVE)
+    assert c.flips_intervals and not c.flips_rule

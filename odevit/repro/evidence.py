@@ -33,12 +33,13 @@ from typing import Any, Dict, List, Optional, Sequence
 import pandas as pd
 import yaml
 
-from . import pipeline, stats
+from . import pipeline, report, stats
 from .machine import machine_info
 from .study import collect
 
 EVIDENCE = "docs/evidence"
 RUN_FILES = ("metrics.json", "history.csv", "timing.json")
+TEACHER_FILES = ("results/02_teacher/metrics.json", "results/02_teacher/history.csv", "results/02_teacher/distances.csv")
 STAGE_GLOBS = ("results/0[3-7]_*/*.csv", "results/0[3-7]_*/*.json", "results/0[3-7]_*/*.png", "results/run.json")
 
 
@@ -105,6 +106,10 @@ def snapshot(name: str, clone: str, command: str, stages: bool = False, t0: Opti
         for f in RUN_FILES:
             if os.path.isfile(os.path.join(clone, rel, f)):
                 shutil.copyfile(os.path.join(clone, rel, f), os.path.join(dest, rel, f))
+    for f in TEACHER_FILES:  # the teacher its students were distilled from (the claims' retention reads it)
+        if os.path.isfile(os.path.join(clone, f)):
+            os.makedirs(os.path.dirname(os.path.join(dest, f)), exist_ok=True)
+            shutil.copyfile(os.path.join(clone, f), os.path.join(dest, f))
     if stages:
         if len(done) < len(runs):
             raise ValueError(f"--stages: {len(runs) - len(done)} of the study's runs have not finished")
@@ -242,6 +247,38 @@ def budget_figure(t: pd.DataFrame, path: str) -> str:
     return path
 
 
+def replicate_compare(primary: str, replicate: str, margin_pts: float = 1.0) -> Dict[str, pd.DataFrame]:
+    """The same runs on two floating-point paths (e.g. this machine and an emulated other CPU type), both `results`
+    roots holding 02_teacher/metrics.json and cells/*/s*/metrics.json:
+      runs:   every (cell, seed) in both (and the teacher, seed -1): Acc@1 on each, the difference in points;
+      cells:  per cell, mean |difference| beside the primary's seed std (a fresh draw of both would give
+              E|difference| = 2 std / sqrt(pi) = 1.13 std: the model `stats.replication` assumes);
+      claims: every claim measured in the replicate, its verdict on each path by the intervals alone (Holm
+              included) and by the replication rule (`stats.REPLICATION`), and whether each flipped."""
+    a, b = collect(primary), collect(replicate)
+    runs = a[["cell", "seed", "acc1"]].merge(b[["cell", "seed", "acc1"]], on=["cell", "seed"],
+                                             suffixes=("_primary", "_replicate"))
+    ta, tb = (pipeline.read_json(os.path.join(r, "02_teacher/metrics.json"))["acc1"] for r in (primary, replicate))
+    runs = pd.concat([pd.DataFrame([{"cell": "teacher", "seed": -1, "acc1_primary": ta, "acc1_replicate": tb}]), runs])
+    runs["diff_pt"] = 100 * (runs.acc1_replicate - runs.acc1_primary)
+    cells = runs[runs.cell != "teacher"].groupby("cell", sort=False).agg(
+        runs=("seed", "size"), mean_abs_diff_pt=("diff_pt", lambda d: float(d.abs().mean()))).reset_index()
+    cells["primary_seed_std_pt"] = [100 * float(a[a.cell == c].acc1.std(ddof=1)) for c in cells.cell]
+    cells["ratio"] = cells.mean_abs_diff_pt / cells.primary_seed_std_pt
+    rows = []
+    both = {k: report.claims(r, margin_pts=margin_pts, replication_min=m) for k, r, m in
+            [("primary_intervals", primary, 0.0), ("replicate_intervals", replicate, 0.0),
+             ("primary_rule", primary, stats.REPLICATION), ("replicate_rule", replicate, stats.REPLICATION)]}
+    measured = both["replicate_rule"].verdict != stats.NOT_MEASURED
+    for i in both["replicate_rule"].index[measured]:
+        r = {"claim": both["replicate_rule"].claim[i]}
+        r.update({k: t.verdict[i] for k, t in both.items()})
+        r["flips_intervals"] = r["primary_intervals"] != r["replicate_intervals"]
+        r["flips_rule"] = r["primary_rule"] != r["replicate_rule"]
+        rows.append(r)
+    return {"runs": runs.reset_index(drop=True), "cells": cells, "claims": pd.DataFrame(rows)}
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -255,6 +292,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     w = sub.add_parser("show", help="the evidence's runs so far, per cell")
     w.add_argument("name")
     sub.add_parser("budget", help=f"the budget curve over {', '.join(BUDGETS)}: {EVIDENCE}/budget_curve.csv and .png")
+    r = sub.add_parser("replicate", help="compare a snapshot of the same runs on another floating-point path with "
+                                         "this repository's results: docs/evidence/NAME/replicate_{runs,cells,claims}.csv")
+    r.add_argument("name")
+    r.add_argument("--primary", default="results", help="the results root it replicates (default: results)")
     args = ap.parse_args(argv)
     try:
         if args.cmd == "snapshot":
@@ -268,6 +309,11 @@ def main(argv: Optional[List[str]] = None) -> int:
             t.to_csv(os.path.join(EVIDENCE, "budget_curve.csv"), index=False)
             budget_figure(t, os.path.join(EVIDENCE, "budget_curve.png"))
             print(t.to_markdown(index=False))
+        elif args.cmd == "replicate":
+            dest = os.path.join(EVIDENCE, args.name)
+            for key, t in replicate_compare(args.primary, os.path.join(dest, "results")).items():
+                t.to_csv(os.path.join(dest, f"replicate_{key}.csv"), index=False)
+                print(t.to_markdown(index=False), end="\n\n")
         else:
             print(progress(os.path.join(EVIDENCE, args.name)).to_markdown(index=False))
     except (FileNotFoundError, ValueError) as e:

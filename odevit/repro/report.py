@@ -162,12 +162,14 @@ PAIRS = [("ts_minus_free", "ref", "free"), ("ts_ce_minus_free", "ce", "free"),
          ("published_curriculum_minus_published", "pub_curriculum", "published")]
 
 
-def claims(results: str = "results", reference: str = "ref", margin_pts: float = 1.0) -> pd.DataFrame:
+def claims(results: str = "results", reference: str = "ref", margin_pts: float = 1.0,
+           replication_min: float = stats.REPLICATION) -> pd.DataFrame:
     """One row per claim of `paper.CLAIMS`: our per-seed statistic (mean, std, 95 % t interval, p against the null
     and against the paper's own number), the TOST within ±`margin_pts` (params.yaml study.equivalence_margin_pts)
     for "robust" / "competitive" claims, the Holm-adjusted p of the ablation family, the computed verdict
     (stats.verdict; stats.bound_verdict for Prop. 1; compression rows are facts), the cells / files it rests on and
-    their budget. Accuracy differences are in Acc@1 points."""
+    their budget. Accuracy differences are in Acc@1 points. `replication_min` = 0: the intervals (and Holm) alone
+    decide, as before the replication rule (`odevit.repro.evidence.replicate_compare` shows both)."""
     from .study import collect
 
     if not margin_pts > 0:
@@ -249,7 +251,7 @@ def claims(results: str = "results", reference: str = "ref", margin_pts: float =
         if not r["verdict"]:
             if e.get("direction") in ("greater", "less", "equivalent") and e["n"]:
                 r["replication"] = stats.replication(e)
-            r["verdict"] = stats.verdict(e, r["holm_p"] if paper.claim(r["claim"]).family else None)
+            r["verdict"] = stats.verdict(e, r["holm_p"] if paper.claim(r["claim"]).family else None, replication_min)
     return pd.DataFrame(rows, columns=CLAIM_COLUMNS)
 
 

@@ -218,15 +218,15 @@ def replication(e: Mapping[str, float]) -> float:
     return max(0.0, again(m - (null - mg), t95) + again((null + mg) - m, t95) - 1.0)
 
 
-def verdict(e: Mapping[str, float], holm_p: Optional[float] = None) -> str:
+def verdict(e: Mapping[str, float], holm_p: Optional[float] = None, replication_min: float = REPLICATION) -> str:
     """The verdict of one claim from its `estimate`: the only function that decides one.
 
     greater / less (the paper predicts the statistic above / below `null`): supports if the 95 % interval lies on
     the paper's side, contradicts if it lies on the other side; equivalent: supports if the TOST puts the mean inside
     null ± margin (p < 0.05, 90 % interval inside), contradicts if the 95 % interval lies entirely outside; none:
     not a claim; fact: fact (no test). For a family member (holm_p given) a decisive verdict also needs holm_p < 0.05.
-    A decisive verdict also needs `replication` >= REPLICATION: floating-point noise (another CPU type) must not flip
-    it. Otherwise, and with fewer than 2 seeds, inconclusive at this budget (no seeds at all: not measured)."""
+    A decisive verdict also needs `replication` >= `replication_min` (REPLICATION; 0 = the intervals alone): floating-
+    point noise (another CPU type) must not flip it. Otherwise, and with fewer than 2 seeds, inconclusive at this budget (no seeds at all: not measured)."""
     d = e["direction"]
     if e["n"] == 0:  # no run of the cells it needs (a fact or an attribution without data is not measured either)
         return NOT_MEASURED
@@ -237,7 +237,7 @@ def verdict(e: Mapping[str, float], holm_p: Optional[float] = None) -> str:
     v = _decided(e)
     if v != INCONCLUSIVE and holm_p is not None and not holm_p < ALPHA:
         return INCONCLUSIVE
-    if v != INCONCLUSIVE and not replication(e) >= REPLICATION:
+    if v != INCONCLUSIVE and replication_min > 0 and not replication(e) >= replication_min:
         return INCONCLUSIVE
     return v
 
