@@ -141,3 +141,25 @@ def test_replicate_compare_counts_the_flips_each_rule_lets_through(tmp_path):
     assert (c.primary_intervals, c.replicate_intervals) == (report.stats.SUPPORTS, report.stats.INCONCLUSIVE)
     assert (c.primary_rule, c.replicate_rule) == (report.stats.INCONCLUSIVE, report.stats.INCONCLUSIVE)
     assert c.flips_intervals and not c.flips_rule
+
+
+def test_readme_float_noise_section_counts_the_flips(tmp_path):
+    ref = (0.80, 0.801, 0.799)
+    a = _results(tmp_path / "a", ref=ref, free=tuple(r - d for r, d in zip(ref, (0.010, 0.015, 0.008))))
+    b = _results(tmp_path / "b", ref=ref, free=tuple(r - d for r, d in zip(ref, (0.010, 0.025, -0.002))))
+    dest = tmp_path / "repo" / readme.FLOAT_NOISE
+    assert "Not measured yet" in readme.float_noise(str(tmp_path / "repo"))
+    dest.mkdir(parents=True)
+    for key, t in evidence.replicate_compare(str(a), str(b)).items():
+        t.to_csv(dest / f"replicate_{key}.csv", index=False)
+    (dest / "study.json").write_text(json.dumps({"command": "dvc repro", "commit": "abc", "date": "2026-11-23",
+                                                 "machine": {"cpu_model": "AMD EPYC", "cpu_capability": "DEFAULT",
+                                                             "threads": 1, "cuda_device": None}}))
+    text = readme.float_noise(str(tmp_path / "repo"))
+    flips = pd.read_csv(dest / "replicate_claims.csv")
+    decided = flips[~flips.primary_intervals.isin([report.stats.FACT, report.stats.NOT_A_CLAIM])]
+    assert f"By the intervals alone, {int(decided.flips_intervals.sum())} of {len(decided)} verdicts flipped" in text
+    assert int(decided.flips_intervals.sum()) > int(decided.flips_rule.sum())  # ts_minus_free(_rel) at least
+    row = next(line for line in text.splitlines() if line.startswith("| `ts_minus_free` |"))
+    assert row == "| `ts_minus_free` | supports → **inconclusive at this budget** | inconclusive at this budget → " \
+                  "inconclusive at this budget |"

@@ -383,6 +383,42 @@ def budget_curve(root: str = ".") -> str:
     return "\n".join(rows) + f"\n\n![budget curve]({EVIDENCE}/budget_curve.png)"
 
 
+FLOAT_NOISE = "docs/evidence/emulated_cpu"  # `evidence snapshot emulated_cpu` + `evidence replicate emulated_cpu`
+
+
+def float_noise(root: str = ".") -> str:
+    """The default run's headline cells rerun on an emulated other CPU type (docs/evidence/emulated_cpu): how far each
+    run moved against the seed spread, and which verdicts flipped by the intervals alone and by the replication rule."""
+    path = os.path.join(root, FLOAT_NOISE)
+    if not os.path.isfile(os.path.join(path, "replicate_claims.csv")):
+        return ("Not measured yet: `python -m odevit.repro.evidence snapshot emulated_cpu --clone CLONE ...` on a clone "
+                "that reran 02_teacher and the headline cells with another floating-point path, then "
+                "`python -m odevit.repro.evidence replicate emulated_cpu`.")
+    meta = _json(os.path.join(path, "study.json"))
+    runs, cells = (pd.read_csv(os.path.join(path, f"replicate_{k}.csv")) for k in ("runs", "cells"))
+    claims = pd.read_csv(os.path.join(path, "replicate_claims.csv"))
+    decided = claims[~claims.primary_intervals.isin([stats.FACT, stats.NOT_A_CLAIM])]
+    t = runs[runs.cell == "teacher"].iloc[0]
+    head = (f"`{meta['command']}` (commit {meta['commit']}, {meta['date']}, {_cpu(meta['machine'])}): "
+            f"{len(runs) - 1} runs of {', '.join(cells.cell)} and their teacher, on the same seeds and data as the "
+            f"default run. The teacher moved {t.diff_pt:+.2f} pt ({100 * t.acc1_primary:.2f} → "
+            f"{100 * t.acc1_replicate:.2f} %); the students moved by "
+            + ", ".join(f"{r.cell} {r.mean_abs_diff_pt:.2f} pt" for r in cells.itertuples())
+            + " on average (|difference| per seed), against seed stds of "
+            + ", ".join(f"{r.primary_seed_std_pt:.2f}" for r in cells.itertuples())
+            + " pt: a fresh draw of every seed would give 1.13 × the std, the model `stats.replication` assumes. "
+            f"**By the intervals alone, {int(decided.flips_intervals.sum())} of {len(decided)} verdicts flipped; by "
+            f"the replication rule, {int(decided.flips_rule.sum())}.**"
+            + "".join(f" {n}" for n in meta.get("notes", [])))
+    rows = ["| claim | intervals alone: this machine → emulated | replication rule: this machine → emulated |",
+            "|---|---|---|"]
+    for r in decided.itertuples():
+        mark = lambda a, b: f"{a} → {a if a == b else f'**{b}**'}"  # noqa: E731
+        rows.append(f"| `{r.claim}` | {mark(r.primary_intervals, r.replicate_intervals)} | "
+                    f"{mark(r.primary_rule, r.replicate_rule)} |")
+    return head + "\n\n" + "\n".join(rows)
+
+
 def run_time(root: str = ".") -> str:
     """The wall-clock time of the `make repro` whose outputs are committed (results/run.json, written by make repro):
     where it went by phase (each stage's timing.json summed, the notebook stages' wall time, DVC and the rest) and
@@ -445,7 +481,8 @@ def cite(root: str = ".") -> str:
 SECTIONS: Dict[str, Callable[[str], str]] = {
     "claims-summary": claims_summary, "module-map": module_map, "claims-table": claims_table, "main-table": main_table, "weights-table": weights_table,
     "dynamics-summary": dynamics_summary, "bench-tables": bench_tables, "bench-summary": bench_summary,
-    "cpu-study": cpu_study, "converged-study": converged_study, "budget-curve": budget_curve, "gpu-estimate": gpu_estimate, "gpu-study": gpu_study, "run-time": run_time,
+    "cpu-study": cpu_study, "converged-study": converged_study, "budget-curve": budget_curve,
+    "float-noise": float_noise, "gpu-estimate": gpu_estimate, "gpu-study": gpu_study, "run-time": run_time,
     "cite": cite,
 }
 
