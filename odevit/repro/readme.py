@@ -399,16 +399,21 @@ def float_noise(root: str = ".") -> str:
     claims = pd.read_csv(os.path.join(path, "replicate_claims.csv"))
     decided = claims[~claims.primary_intervals.isin([stats.FACT, stats.NOT_A_CLAIM])]
     t = runs[runs.cell == "teacher"].iloc[0]
+    per_seed = {c: "/".join(f"{d:+.2f}" for d in g.sort_values("seed").diff_pt) for c, g in runs.groupby("cell")}
+    decisive = lambda col: decided[col].isin([stats.SUPPORTS, stats.CONTRADICTS])  # noqa: E731
     head = (f"`{meta['command']}` (commit {meta['commit']}, {meta['date']}, {_cpu(meta['machine'])}): "
             f"{len(runs) - 1} runs of {', '.join(cells.cell)} and their teacher, on the same seeds and data as the "
             f"default run. The teacher moved {t.diff_pt:+.2f} pt ({100 * t.acc1_primary:.2f} → "
             f"{100 * t.acc1_replicate:.2f} %); the students moved by "
-            + ", ".join(f"{r.cell} {r.mean_abs_diff_pt:.2f} pt" for r in cells.itertuples())
-            + " on average (|difference| per seed), against seed stds of "
-            + ", ".join(f"{r.primary_seed_std_pt:.2f}" for r in cells.itertuples())
-            + " pt: a fresh draw of every seed would give 1.13 × the std, the model `stats.replication` assumes. "
-            f"**By the intervals alone, {int(decided.flips_intervals.sum())} of {len(decided)} verdicts flipped; by "
-            f"the replication rule, {int(decided.flips_rule.sum())}.**"
+            + ", ".join(f"{r.cell} {per_seed[r.cell]} pt (seeds 0/1/2; mean |difference| {r.mean_abs_diff_pt:.2f} = "
+                        f"{r.ratio:.2f} × its seed std {r.primary_seed_std_pt:.2f})" for r in cells.itertuples())
+            + ". The rule's model, a fresh draw of every seed, predicts 1.13 × the std, with independent signs; a "
+            "cell above that, its seeds moving one way, was moved by the teacher they share, which no seed interval "
+            "of one teacher sees: for such claims the rule's “replicates” is optimistic. "
+            f"**Verdicts that changed: by the intervals alone {int(decided.flips_intervals.sum())} of {len(decided)} "
+            f"({int((decided.flips_intervals & decisive('primary_intervals')).sum())} of them decisive here); by the "
+            f"replication rule {int(decided.flips_rule.sum())} "
+            f"({int((decided.flips_rule & decisive('primary_rule')).sum())} decisive here).**"
             + "".join(f" {n}" for n in meta.get("notes", [])))
     rows = ["| claim | intervals alone: this machine → emulated | replication rule: this machine → emulated |",
             "|---|---|---|"]
