@@ -117,7 +117,9 @@ def claims_summary(root: str = ".") -> str:
             "ablation row whose interval excludes 0 stays inconclusive unless its Holm-adjusted p (shown) is < 0.05; "
             f"and no decisive verdict stands unless a replicate on another machine would reach it again with probability "
             f"≥ {stats.REPLICATION:g} (“replicates”, `stats.replication`: floating-point noise treated as a fresh "
-            "draw of every seed), so a verdict that another CPU type could flip reads inconclusive.")
+            "draw of every seed; it is the probability that the replicate's intervals decide what ours decide, Holm "
+            "not included, so an inconclusive row can show a high one), so a verdict that another CPU type could "
+            "flip reads inconclusive.")
     rows = ["| claim | paper predicts | paper's number | ours [95 % CI] | verdict |", "|---|---|---|---|---|"]
     for r in c.itertuples():
         signed = r.unit in ("pt", "%", "r", "exponent")
@@ -341,7 +343,8 @@ CONVERGED = f"{EVIDENCE}/converged_fmnist"
 
 def _cpu(info: Dict[str, Any], model: str = "?") -> str:
     """"AMD EPYC (AVX2 kernels, 2 threads)" from a machine_info record (`model` where it names no CPU)."""
-    return f"{info.get('cpu_model', model)} ({info.get('cpu_capability', '?')} kernels, {info.get('threads', '?')} threads)"
+    n = info.get("threads", "?")
+    return f"{info.get('cpu_model', model)} ({info.get('cpu_capability', '?')} kernels, {n} thread{'' if n == 1 else 's'})"
 
 
 def converged_study(root: str = ".") -> str:
@@ -402,18 +405,23 @@ def float_noise(root: str = ".") -> str:
     per_seed = {c: "/".join(f"{d:+.2f}" for d in g.sort_values("seed").diff_pt) for c, g in runs.groupby("cell")}
     decisive = lambda col: decided[col].isin([stats.SUPPORTS, stats.CONTRADICTS])  # noqa: E731
     head = (f"`{meta['command']}` (commit {meta['commit']}, {meta['date']}, {_cpu(meta['machine'])}): "
-            f"{len(runs) - 1} runs of {', '.join(cells.cell)} and their teacher, on the same seeds and data as the "
-            f"default run. The teacher moved {t.diff_pt:+.2f} pt ({100 * t.acc1_primary:.2f} → "
+            f"{len(runs) - 1} student runs ({', '.join(cells.cell)} × their seeds) plus their teacher, on the same "
+            f"seeds and data as the default run. The teacher moved {t.diff_pt:+.2f} pt ({100 * t.acc1_primary:.2f} → "
             f"{100 * t.acc1_replicate:.2f} %); the students moved by "
             + ", ".join(f"{r.cell} {per_seed[r.cell]} pt (seeds 0/1/2; mean |difference| {r.mean_abs_diff_pt:.2f} = "
                         f"{r.ratio:.2f} × its seed std {r.primary_seed_std_pt:.2f})" for r in cells.itertuples())
-            + ". The rule's model, a fresh draw of every seed, predicts 1.13 × the std, with independent signs; a "
-            "cell above that, its seeds moving one way, was moved by the teacher they share, which no seed interval "
-            "of one teacher sees: for such claims the rule's “replicates” is optimistic. "
+            + ". The rule's model, a fresh draw of every seed, predicts 1.13 × the std with independent signs. A "
+            "cell far below that (the free ODE's float noise stayed small) is where the model is conservative; a "
+            "cell above it whose seeds all moved one way suggests (3 seeds cannot show more) that the teacher the "
+            "distilled students share carried its own change into all of them — which no seed interval of one "
+            "teacher sees, so for claims on distilled students (ts_*, retention*, the ablations of ref) "
+            "“replicates” may be optimistic. "
             f"**Verdicts that changed: by the intervals alone {int(decided.flips_intervals.sum())} of {len(decided)} "
             f"({int((decided.flips_intervals & decisive('primary_intervals')).sum())} of them decisive here); by the "
             f"replication rule {int(decided.flips_rule.sum())} "
-            f"({int((decided.flips_rule & decisive('primary_rule')).sum())} decisive here).**"
+            f"({int((decided.flips_rule & decisive('primary_rule')).sum())} decisive here).** The rule protects the "
+            "decisive verdicts only: a row it keeps inconclusive here may read decisive on a machine whose draw "
+            "lands further from the boundary."
             + "".join(f" {n}" for n in meta.get("notes", [])))
     rows = ["| claim | intervals alone: this machine → emulated | replication rule: this machine → emulated |",
             "|---|---|---|"]

@@ -198,7 +198,8 @@ def replication(e: Mapping[str, float]) -> float:
     A replicate's mean differs from ours by se * sqrt(2) * T, T ~ t(n-1) (flat prior, its own spread taken equal to
     ours), so P = F_t(n-1)((t - t_c) / sqrt(2)). Greater / less and an equivalence row outside its margin: b = the
     null (or the margin edge it lies beyond), t_c = t(0.975, n-1). Equivalence inside the margin: both one-sided
-    tests must pass again, t_c = t(0.95, n-1) at each edge, P >= 1 - (miss low) - (miss high) (Bonferroni).
+    tests must pass again, t_c = t(0.95, n-1) at each edge, P = 1 - (miss low) - (miss high) (the replicate's
+    spread held equal to ours, it cannot miss both). Holm is not part of it (`verdict` applies both).
     NaN when the intervals decide nothing (no replicate is needed to keep "inconclusive"); 1 with no spread."""
     v = _decided(e)
     if v == INCONCLUSIVE:
