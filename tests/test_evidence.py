@@ -164,3 +164,9 @@ def test_readme_float_noise_section_counts_the_flips(tmp_path):
     row = next(line for line in text.splitlines() if line.startswith("| `ts_minus_free` |"))
     assert row == "| `ts_minus_free` | supports → **inconclusive at this budget** | inconclusive at this budget → " \
                   "inconclusive at this budget |"
+
+
+def test_run_seconds_after_a_resume():
+    assert evidence.run_seconds({"total": 600.0, "other": 2.0, "train": 500.0}) == 600.0
+    # resumed: the last process lived 640 s, the history's epochs took 3424 + 84 s (other = 640 - phases < 0)
+    assert evidence.run_seconds({"total": 640.0, "other": -2928.0}) == pytest.approx(3568.0)

@@ -48,6 +48,14 @@ def n_converged(runs: pd.DataFrame) -> int:
     return int(runs.converged.fillna(False).astype(bool).sum()) if "converged" in runs else 0
 
 
+def run_seconds(timing: Dict[str, float]) -> float:
+    """A run's seconds from its timing.json. After a resume `total` covers only the last process while `train` and
+    `val_eval` sum every epoch of the history (so `other` < 0): then the sum of the phases, which misses only the
+    earlier processes' start-up and teacher cache."""
+    total = float(timing.get("total", math.nan))
+    return total - min(0.0, float(timing.get("other", 0.0)))
+
+
 def planned(params: Dict[str, Any]) -> List[tuple]:
     """(cell, seed) of every run the params' study plans."""
     return [(c, int(s)) for c in params["study"]["cells"] for s in params["study"]["seeds"]]
@@ -126,7 +134,7 @@ def snapshot(name: str, clone: str, command: str, stages: bool = False, t0: Opti
     meta = {"command": command, "commit": commit, "date": time.strftime("%Y-%m-%d"), "machine": machine_info(),
             "runs_planned": len(runs), "runs_finished": len(done),
             "runs_converged": n_converged(cells),
-            "train_s": round(sum(t.get("total", 0.0) for t in timing), 1),
+            "train_s": round(sum(run_seconds(t) for t in timing), 1),
             "stages": os.path.isfile(os.path.join(dest, "results/07_report/claims.csv"))}  # the report ran on them
     if t0 is not None:
         meta["wall_s"] = round(time.time() - t0, 1)
@@ -173,7 +181,7 @@ def progress(root: str) -> pd.DataFrame:
         if not len(c):
             rows.append({"cell": name, "runs": f"0 of {len(params['study']['seeds'])}"})
             continue
-        t = [pipeline.read_json(p.replace("metrics.json", "timing.json")).get("total", float("nan"))
+        t = [run_seconds(pipeline.read_json(p.replace("metrics.json", "timing.json")))
              for p in c.source if os.path.isfile(p.replace("metrics.json", "timing.json"))]
         def per_run(col: str) -> str:  # "9/12": one value per seed
             return "/".join(str(int(e)) for e in c[col]) if col in c and c[col].notna().all() else "–"
