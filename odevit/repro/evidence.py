@@ -171,7 +171,8 @@ def curves_figure(root: str) -> str:
 
 def progress(root: str) -> pd.DataFrame:
     """One row per cell of the evidence's study: runs finished of planned, test Acc@1 mean and std (%), validation
-    Acc@1 at the selected epoch, epochs run, runs converged, training minutes per run."""
+    Acc@1 at the selected epoch, Acc@1 at N/2, N and 2N solver steps on the first `study.robustness_test_limit` test
+    images, epochs run, runs converged, training minutes per run."""
     with open(os.path.join(root, "params.yaml")) as f:
         params = yaml.safe_load(f)
     cells = collect(os.path.join(root, "results"))
@@ -189,6 +190,8 @@ def progress(root: str) -> pd.DataFrame:
         rows.append({"cell": name, "runs": f"{len(c)} of {len(params['study']['seeds'])}",
                      "test Acc@1 (%)": f"{100 * c.acc1.mean():.2f}" + (f" ± {100 * c.acc1.std():.2f}" if len(c) > 1 else ""),
                      "val Acc@1 (%)": f"{100 * c.val_acc1.mean():.2f}" if "val_acc1" in c else "–",
+                     **{f"Acc@1 at {k} (%)": (f"{100 * c[col].mean():.2f}" if col in c else "–")
+                        for k, col in (("N/2", "acc1_half_n"), ("N", "acc1_sub_n"), ("2N", "acc1_double_n"))},
                      "epochs run": per_run("epochs_run"), "best epoch": per_run("best_epoch"),
                      "converged": f"{n_converged(c)} of {len(c)}",
                      "min per run": f"{sum(t) / len(t) / 60:.0f}" if t else "–"})

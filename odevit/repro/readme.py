@@ -363,7 +363,9 @@ def converged_study(root: str = ".") -> str:
     if meta["complete"]:
         return head + "\n\n" + claims_table(path)
     return (head + " **In progress: no verdict is drawn from it until every seed and stage is in.**\n\n"
-            + to_markdown(progress(path).fillna("–")) + f"\n\n![validation curves]({CONVERGED}/curves.png)")
+            + to_markdown(progress(path).fillna("–")) + "\n\nAcc@1 at N/2, N, 2N: the trained model integrated with "
+            "that many solver steps, on the first `study.robustness_test_limit` test images (N = the trained steps)."
+            f"\n\n![validation curves]({CONVERGED}/curves.png)")
 
 
 def budget_curve(root: str = ".") -> str:
