@@ -108,24 +108,22 @@ def snapshot(name: str, clone: str, command: str, stages: bool = False, t0: Opti
         shutil.rmtree(os.path.join(dest, "results"), ignore_errors=True)
     os.makedirs(dest, exist_ok=True)
     shutil.copyfile(params_path, os.path.join(dest, "params.yaml"))
+    def copy(rel: str) -> None:  # clone/rel -> dest/rel, where it exists
+        if os.path.isfile(os.path.join(clone, rel)):
+            os.makedirs(os.path.dirname(os.path.join(dest, rel)), exist_ok=True)
+            shutil.copyfile(os.path.join(clone, rel), os.path.join(dest, rel))
+
     for c, s in done:
-        rel = f"results/cells/{c}/s{s}"
-        os.makedirs(os.path.join(dest, rel), exist_ok=True)
         for f in RUN_FILES:
-            if os.path.isfile(os.path.join(clone, rel, f)):
-                shutil.copyfile(os.path.join(clone, rel, f), os.path.join(dest, rel, f))
+            copy(f"results/cells/{c}/s{s}/{f}")
     for f in TEACHER_FILES:  # the teacher its students were distilled from (the claims' retention reads it)
-        if os.path.isfile(os.path.join(clone, f)):
-            os.makedirs(os.path.dirname(os.path.join(dest, f)), exist_ok=True)
-            shutil.copyfile(os.path.join(clone, f), os.path.join(dest, f))
+        copy(f)
     if stages:
         if len(done) < len(runs):
             raise ValueError(f"--stages: {len(runs) - len(done)} of the study's runs have not finished")
         for pattern in STAGE_GLOBS:
             for src in glob.glob(os.path.join(clone, pattern)):
-                rel = os.path.relpath(src, clone)
-                os.makedirs(os.path.dirname(os.path.join(dest, rel)), exist_ok=True)
-                shutil.copyfile(src, os.path.join(dest, rel))
+                copy(os.path.relpath(src, clone))
     cells = collect(os.path.join(dest, "results"))
     timing = [pipeline.read_json(os.path.join(dest, f"results/cells/{c}/s{s}/timing.json")) for c, s in done
               if os.path.isfile(os.path.join(dest, f"results/cells/{c}/s{s}/timing.json"))]
@@ -233,7 +231,7 @@ def budget_curve(names: Sequence[str] = BUDGETS, students: Sequence[str] = ("ref
     t["holm_p"] = math.nan
     t.loc[ok, "holm_p"] = stats.holm(t.p_vs_null[ok].to_numpy())
     t["verdict"] = [stats.verdict(r.est, None if math.isnan(r.holm_p) else r.holm_p) for r in t.itertuples()]
-    t["replication"] = [stats.replication(r.est) if r.seeds else math.nan for r in t.itertuples()]
+    t["replication"] = [stats.replication(r.est) for r in t.itertuples()]
     return t.drop(columns="est").sort_values(["student", "train_images"]).reset_index(drop=True)
 
 

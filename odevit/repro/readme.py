@@ -22,10 +22,10 @@ from typing import Any, Callable, Dict, List
 import pandas as pd
 import yaml
 
+from . import stats
 from .bench import VIT, activation_markdown, bf16_skipped
 from .evidence import EVIDENCE, n_converged, progress
 from .machine import machine_info
-from . import stats
 from .report import to_markdown
 from .study import collect
 
@@ -388,7 +388,7 @@ def budget_curve(root: str = ".") -> str:
     return "\n".join(rows) + f"\n\n![budget curve]({EVIDENCE}/budget_curve.png)"
 
 
-FLOAT_NOISE = "docs/evidence/emulated_cpu"  # `evidence snapshot emulated_cpu` + `evidence replicate emulated_cpu`
+FLOAT_NOISE = f"{EVIDENCE}/emulated_cpu"  # `evidence snapshot emulated_cpu` + `evidence replicate emulated_cpu`
 
 
 def float_noise(root: str = ".") -> str:
@@ -405,12 +405,13 @@ def float_noise(root: str = ".") -> str:
     decided = claims[~claims.primary_intervals.isin([stats.FACT, stats.NOT_A_CLAIM])]
     t = runs[runs.cell == "teacher"].iloc[0]
     per_seed = {c: "/".join(f"{d:+.2f}" for d in g.sort_values("seed").diff_pt) for c, g in runs.groupby("cell")}
+    seeds = "/".join(str(x) for x in sorted(runs[runs.cell != "teacher"].seed.unique()))
     decisive = lambda col: decided[col].isin([stats.SUPPORTS, stats.CONTRADICTS])  # noqa: E731
     head = (f"`{meta['command']}` (commit {meta['commit']}, {meta['date']}, {_cpu(meta['machine'])}): "
             f"{len(runs) - 1} student runs ({', '.join(cells.cell)} × their seeds) plus their teacher, on the same "
             f"seeds and data as the default run. The teacher moved {t.diff_pt:+.2f} pt ({100 * t.acc1_primary:.2f} → "
             f"{100 * t.acc1_replicate:.2f} %); the students moved by "
-            + ", ".join(f"{r.cell} {per_seed[r.cell]} pt (seeds 0/1/2; mean |difference| {r.mean_abs_diff_pt:.2f} = "
+            + ", ".join(f"{r.cell} {per_seed[r.cell]} pt (seeds {seeds}; mean |difference| {r.mean_abs_diff_pt:.2f} = "
                         f"{r.ratio:.2f} × its seed std {r.primary_seed_std_pt:.2f})" for r in cells.itertuples())
             + ". The rule's model, a fresh draw of every seed, predicts 1.13 × the std with independent signs. A "
             "cell far below that (the free ODE's float noise stayed small) is where the model is conservative; a "

@@ -247,10 +247,8 @@ def claims(results: str = "results", reference: str = "ref", margin_pts: float =
         rows[i]["holm_p"] = h
     for r in rows:
         e = r.pop("_e")
-        r["replication"] = math.nan
         if not r["verdict"]:
-            if e.get("direction") in ("greater", "less", "equivalent") and e["n"]:
-                r["replication"] = stats.replication(e)
+            r["replication"] = stats.replication(e)
             r["verdict"] = stats.verdict(e, r["holm_p"] if paper.claim(r["claim"]).family else None, replication_min)
     return pd.DataFrame(rows, columns=CLAIM_COLUMNS)
 
@@ -338,7 +336,7 @@ def ablations(cells: pd.DataFrame, reference: str = "ref") -> pd.DataFrame:
     for r in table.itertuples():
         e = {"direction": r.direction, "n": r.seeds, "ci_low": r.ci_low, "ci_high": r.ci_high, "null": 0.0}
         verdicts.append(stats.verdict(e, None if math.isnan(r.holm_p) else r.holm_p))
-        reps.append(stats.replication(e) if r.direction != "none" else math.nan)
+        reps.append(stats.replication(e))
     table["verdict"], table["replication"] = verdicts, reps
     return table
 

@@ -176,9 +176,10 @@ def estimate(x: Sequence[float], direction: str, null: float = 0.0, margin: Opti
 
 
 def _decided(e: Mapping[str, float]) -> str:
-    """The label the intervals alone give (before Holm and the replication rule): see `verdict`."""
+    """The label the intervals alone give (before Holm and the replication rule): see `verdict`. Only a greater /
+    less / equivalent claim with an interval is decided."""
     d, lo, hi, null = e["direction"], e["ci_low"], e["ci_high"], e["null"]
-    if math.isnan(lo) or math.isnan(hi):
+    if d not in ("greater", "less", "equivalent") or math.isnan(lo) or math.isnan(hi):
         return INCONCLUSIVE
     if d == "equivalent":
         m = e["margin"]
@@ -200,7 +201,8 @@ def replication(e: Mapping[str, float]) -> float:
     null (or the margin edge it lies beyond), t_c = t(0.975, n-1). Equivalence inside the margin: both one-sided
     tests must pass again, t_c = t(0.95, n-1) at each edge, P = 1 - (miss low) - (miss high) (the replicate's
     spread held equal to ours, it cannot miss both). Holm is not part of it (`verdict` applies both).
-    NaN when the intervals decide nothing (no replicate is needed to keep "inconclusive"); 1 with no spread."""
+    NaN when the intervals decide nothing (no replicate is needed to keep "inconclusive"; so also for a fact, an
+    attribution without a direction, or no seeds); 1 with no spread."""
     v = _decided(e)
     if v == INCONCLUSIVE:
         return math.nan
