@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Dict, Set
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 CORE = {"__init__", "layers", "model", "solvers", "schedule", "losses", "teacher", "hub"}
@@ -114,21 +115,34 @@ def test_hub_data_table_agrees_with_the_lab():
         assert data.INFO[name] == row, name
 
 
-def test_fingerprint_covers_every_source_file(tmp_path, monkeypatch):
-    """train.fingerprint hashes the layer and the lab: an edit to either, or a new module anywhere, changes it."""
+def test_fingerprint_covers_the_training_source(tmp_path, monkeypatch):
+    """train.fingerprint hashes the layer and the lab's training files: an edit to either, or a new module of the
+    layer, changes it; an edit to the report side (stats, readme) does not, so an interrupted run stays resumable."""
     from odevit.repro import train
 
     copy = tmp_path / "odevit"
     shutil.copytree(ROOT / "odevit", copy, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(train, "__file__", str(copy / "repro" / "train.py"))
     seen = [train.fingerprint("cfg")]
-    for path in (copy / "layers.py", copy / "repro" / "stats.py"):
+    for path in (copy / "layers.py", copy / "repro" / "train.py", copy / "repro" / "objectives.py"):
         path.write_text(path.read_text() + "\n# edited\n")
         seen.append(train.fingerprint("cfg"))
-    (copy / "repro" / "new_module.py").write_text("")
+    (copy / "new_layer_module.py").write_text("")
     seen.append(train.fingerprint("cfg"))
-    assert len(set(seen)) == 4
-    assert train.fingerprint("cfg") == seen[-1]  # and it is deterministic
+    assert len(set(seen)) == 5
+    for path in (copy / "repro" / "stats.py", copy / "repro" / "readme.py"):
+        path.write_text(path.read_text() + "\n# edited\n")
+    assert train.fingerprint("cfg") == seen[-1]  # untouched by the report side, and deterministic
+
+
+def test_fingerprint_sources_are_the_cells_dependencies():
+    """The files a checkpoint's resume is keyed on are the Python files a study cell's DVC stage depends on: the lab's
+    files exactly, and the layer's among odevit/*.py (all of which are hashed)."""
+    from odevit.repro import train
+
+    deps = [d for d in yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["cell"]["deps"] if d.endswith(".py")]
+    assert sorted(d[len("odevit/"):] for d in deps if d.startswith("odevit/repro/")) == sorted(train.TRAINING_SOURCES)
+    assert {d for d in deps if d.count("/") == 1} <= {f"odevit/{p.name}" for p in (ROOT / "odevit").glob("*.py")}
 
 
 @pytest.mark.parametrize("cmd", [["-m", "odevit.repro.config", "01_data"], ["-m", "odevit.repro.evaluate", "--list"]])

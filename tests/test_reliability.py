@@ -136,6 +136,23 @@ def _tiny(train_limit=None):
     return pipeline.build_scratch(b, s), tr, te
 
 
+def test_resumed_run_counts_the_earlier_epochs_in_its_total(tmp_path):
+    """A resumed run's timing.json: total covers the earlier process's epochs (times['resumed_s'] from the resumed
+    history), so `other` (total - phases) is not negative; a fresh run has no resumed_s."""
+    model, tr, te = _tiny()
+    fresh: dict = {}
+    first = train.fit(model, tr, te, objectives.ode_scratch(), train.TrainConfig(epochs=1, device="cpu"),
+                      str(tmp_path), run_id="x", times=fresh)
+    assert "resumed_s" not in fresh
+    times: dict = {}
+    start = time.time()
+    hist = train.fit(model, tr, te, objectives.ode_scratch(), train.TrainConfig(epochs=2, device="cpu"),
+                     str(tmp_path), run_id="x", times=times)
+    assert len(hist) == 2 and times["resumed_s"] == first[0]["epoch_time_s"] + first[0]["eval_time_s"]
+    out = pipeline.timing(times, hist, start)
+    assert out["total"] >= out["train"] + out["val_eval"] and out["other"] >= 0
+
+
 def test_truncated_checkpoint_is_reported_never_used_or_replaced(tmp_path):
     model, tr, te = _tiny()
     train.fit(model, tr, te, objectives.ode_scratch(), train.TrainConfig(epochs=1, device="cpu"), str(tmp_path))

@@ -123,13 +123,14 @@ def process_start() -> float:
 
 def timing(phases: Dict[str, float], history: List[Dict[str, float]], start: float) -> Dict[str, Any]:
     """A stage's timing.json: seconds per phase (PHASES; train = the epoch loops, val_eval = the per-epoch
-    evaluations, both from `history`), total = now - `start` (the process start), other = total - the phases;
-    train_time_s kept for the README."""
+    evaluations, both from `history`), total = now - `start` (the process start) + phases['resumed_s'] (a resumed
+    run: the earlier processes' epochs, which `history` holds; their start-up is not counted), other = total - the
+    phases; train_time_s kept for the README."""
     out = {k: 0.0 for k in PHASES}
     out.update(phases)
     out["train"] = float(sum(h["epoch_time_s"] for h in history))
     out["val_eval"] = float(sum(h.get("eval_time_s", 0.0) for h in history))
-    out["total"] = time.time() - start
+    out["total"] = time.time() - start + phases.get("resumed_s", 0.0)
     out["other"] = out["total"] - sum(out[k] for k in PHASES)
     out = {k: round(v, 3) for k, v in out.items()}
     out["train_time_s"] = out["train"]
@@ -190,12 +191,12 @@ def fit_teacher(model: nn.Module, base: Base, cfg: Teacher, train_loader: data.L
 
 
 def fit_free(model: ODEViT, base: Base, cfg: Distill, train_loader: data.Loader, evals: Dict[str, data.Loader],
-             out_dir: str) -> List[Dict[str, float]]:
+             out_dir: str, times: Optional[Dict[str, float]] = None) -> List[Dict[str, float]]:
     """A study cell's free model: the student's architecture from scratch, CE (+ the student's JaSMin), the
-    student's optimiser and epochs."""
+    student's optimiser and epochs (`times`: as `train.fit`)."""
     obj = objectives.ode_scratch(cfg.label_smoothing, cfg.jasmin_weight, cfg.jasmin_k, cfg.jasmin_detach)
     return train.fit(model, train_loader, evals, obj, train_config(base, cfg), out_dir,
-                     run_id=train.fingerprint(base, cfg, "free"))
+                     run_id=train.fingerprint(base, cfg, "free"), times=times)
 
 
 def fit_student(student: ODEViT, teacher: nn.Module, checkpoints: Sequence[int], base: Base, tcfg: Teacher,
@@ -212,7 +213,7 @@ def fit_student(student: ODEViT, teacher: nn.Module, checkpoints: Sequence[int],
     device = train.resolve_device(base.device)
     obj = distill_objective(teacher, checkpoints, cfg, teacher_cache(teacher, train_loader, cfg, device, times))
     return train.fit(student, train_loader, evals, obj, train_config(base, cfg), out_dir,
-                     on_epoch=curriculum, run_id=train.fingerprint(base, tcfg, cfg, list(checkpoints)))
+                     on_epoch=curriculum, run_id=train.fingerprint(base, tcfg, cfg, list(checkpoints)), times=times)
 
 
 @torch.no_grad()

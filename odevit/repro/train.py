@@ -201,13 +201,20 @@ def _set_rng_state(st: Dict[str, Any]) -> None:
     random.setstate((3, tuple(st["python"].tolist()), None))
 
 
+# the source a run's weights depend on: the layer (odevit/*.py) and these files of the lab; a checkpoint resumes only
+# under the same text of all of them (the study cells' DVC dependencies, tests/test_layout.py), while an edit to the
+# report, the README or a plot leaves an interrupted run resumable
+TRAINING_SOURCES = ("repro/config.py", "repro/data.py", "repro/distributed.py", "repro/objectives.py",
+                    "repro/pipeline.py", "repro/precision.py", "repro/study.py", "repro/train.py")
+
+
 def fingerprint(*configs: Any) -> str:
-    """Hash of the stage's configs and of the odevit source: a checkpoint resumes only the run it came from."""
+    """Hash of the stage's configs and of the training source (odevit/*.py and TRAINING_SOURCES): a checkpoint
+    resumes only the run it came from."""
     h = hashlib.sha256(json.dumps([asdict(c) if hasattr(c, "__dataclass_fields__") else c for c in configs],
                                   sort_keys=True, default=str).encode())
-    pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # odevit/: the layer and the lab
-    files = sorted(os.path.relpath(os.path.join(d, n), pkg).replace(os.sep, "/")
-                   for d, _, names in os.walk(pkg) for n in names if n.endswith(".py"))
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # odevit/
+    files = sorted(n for n in os.listdir(pkg) if n.endswith(".py")) + list(TRAINING_SOURCES)
     for rel in files:
         h.update(rel.encode())
         with open(os.path.join(pkg, rel), "rb") as f:
@@ -241,6 +248,7 @@ def fit(
     out_dir: Optional[str] = None,
     on_epoch: Optional[Callable[[int, nn.Module], None]] = None,
     run_id: str = "",
+    times: Optional[Dict[str, float]] = None,
 ) -> List[Dict[str, float]]:
     """Train `model` with `objective`; score Acc@1/3/5 on the evaluation loaders after every epoch.
 
@@ -253,7 +261,8 @@ def fit(
     `run_id` (see `fingerprint`) and the same number of training images and batches, training resumes after its
     epoch and ends exactly as an uninterrupted run would (CPU); a checkpoint of another run is set aside with a
     notice, a corrupt one stops with its path.
-    `on_epoch(epoch, model)` runs before each epoch (e.g. the CE curriculum unfreezing the head).
+    `on_epoch(epoch, model)` runs before each epoch (e.g. the CE curriculum unfreezing the head). `times`: on a
+    resume, times['resumed_s'] = the earlier processes' epoch and evaluation seconds (from the resumed history).
     Raises FloatingPointError on a non-finite loss or gradient, before the step: no non-finite weights are saved.
     Under torchrun (`distributed.init()` first, loaders built after it) the model runs in DistributedDataParallel,
     logged losses and accuracies are averaged over the processes, and only rank 0 writes checkpoints (the RNG
@@ -307,6 +316,8 @@ def fit(
             sched.load_state_dict(ckpt["scheduler"])
             _set_rng_state(ckpt["rng"])
             best, history = float(ckpt["best"]), list(ckpt["history"])
+            if times is not None:
+                times["resumed_s"] = sum(r["epoch_time_s"] + r.get("eval_time_s", 0.0) for r in history)
             if rank == 0:
                 print(f"resuming from {last_path} after epoch {start}/{cfg.epochs}", flush=True)
         elif rank == 0:
