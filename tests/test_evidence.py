@@ -93,6 +93,7 @@ def test_readme_shows_progress_then_the_claims_table(tmp_path):
     assert meta["complete"] and meta["wall_s"] > 0
     text = readme.converged_study(str(repo))
     assert "In progress" not in text and "| `ts_minus_free` |" in text and report.summary_line(claims) in text
+    assert text.index(report.summary_line(claims)) < text.index("Its runs:") < text.index("| cell ")  # then its runs
 
 
 def _study(out: Path, name: str, images: int, accs: dict) -> None:

@@ -360,12 +360,12 @@ def converged_study(root: str = ".") -> str:
             f"by the validation rule; {meta['train_s'] / 3600:.1f} h of training so far"
             + (f", {meta['wall_s'] / 3600:.1f} h wall" if "wall_s" in meta else "") + "."
             + "".join(f" {n}" for n in meta.get("notes", [])))
-    if meta["complete"]:
-        return head + "\n\n" + claims_table(path)
-    return (head + " **In progress: no verdict is drawn from it until every seed and stage is in.**\n\n"
-            + to_markdown(progress(path).fillna("–")) + "\n\nAcc@1 at N/2, N, 2N: the trained model integrated with "
+    runs = (to_markdown(progress(path).fillna("–")) + "\n\nAcc@1 at N/2, N, 2N: the trained model integrated with "
             "that many solver steps, on the first `study.robustness_test_limit` test images (N = the trained steps)."
             f"\n\n![validation curves]({CONVERGED}/curves.png)")
+    if meta["complete"]:
+        return head + "\n\n" + claims_table(path) + "\n\nIts runs:\n\n" + runs
+    return head + " **In progress: no verdict is drawn from it until every seed and stage is in.**\n\n" + runs
 
 
 def budget_curve(root: str = ".") -> str:
