@@ -289,3 +289,37 @@ def test_stage_times_sums_phases_and_notebook_durations(tmp_path):
     assert s["phases_s"] == {"train": 130.0, "data": 3.0, "startup": 3.0}
     assert s["cells_s"] == 40.0 and s["cells"] == 2 and s["notebooks_s"] == {"02_teacher": 130.0, "03_ode_scratch": 7.5}
     assert s["stages_s"] == 177.5
+
+
+def test_run_time_shows_each_phase_before_and_now(tmp_path):
+    """With a baseline record of another run, the run-time section gives every phase and the per-cell medians before
+    and now, computed from the files (a baseline equal to the current run shows one column)."""
+    import json
+    import subprocess
+
+    from odevit.repro import readme
+
+    def run_record(wall: float, train: float, cells: dict) -> None:
+        for (cell, seed), (total, tr, startup) in cells.items():
+            d = tmp_path / f"results/cells/{cell}/s{seed}"
+            d.mkdir(parents=True, exist_ok=True)
+            (d / "timing.json").write_text(json.dumps({"train": tr, "startup": startup, "total": total}))
+        (tmp_path / "results/run.json").write_text(json.dumps({
+            "date": "2026-01-01", "machine": "x86_64, 2 CPU cores, no GPU", "wall_s": wall,
+            "phases_s": {"train": train, "startup": 9.0}, "notebooks_s": {"03_ode_scratch": 5.0}, "cells": len(cells),
+            "dvc_other_s": wall - train - 14.0}))
+
+    run_record(100.0, 50.0, {("ref", 0): (30.0, 20.0, 4.0), ("ref", 1): (34.0, 20.0, 5.0), ("free", 0): (40.0, 20.0, 6.0)})
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    assert readme.cell_medians(str(tmp_path))["outside_train"] == 14.0
+    rec = readme.save_run_baseline(str(tmp_path))
+    assert rec["cell_medians_s"]["startup"] == 5.0 and rec["wall_s"] == 100.0
+    one = readme.run_time(str(tmp_path))
+    assert "before" not in one and "| DVC and the rest (process starts, hashing, publish) | 36 | 36 % |" in one
+    run_record(80.0, 50.0, {("ref", 0): (25.0, 20.0, 2.0), ("ref", 1): (27.0, 20.0, 3.0), ("free", 0): (30.0, 20.0, 3.0)})
+    two = readme.run_time(str(tmp_path))
+    assert "| training loops (teacher + every cell) | 50 | 50 % | 50 | 62 % |" in two
+    assert "| DVC and the rest (process starts, hashing, publish) | 36 | 36 % | 16 | 20 % |" in two
+    assert "| **wall-clock of `dvc repro`** | 100 | 100 % | 80 | 100 % |" in two
+    assert "| before | 5.0 | 14.0 |" in two and "| this run | 3.0 | 7.0 |" in two
+    assert "median 7 s outside its training loop" in two

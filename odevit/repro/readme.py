@@ -435,10 +435,56 @@ def float_noise(root: str = ".") -> str:
     return head + "\n\n" + "\n".join(rows)
 
 
+RUN_BEFORE = f"{EVIDENCE}/run_time_before.json"  # an earlier run's record (`--save-run-baseline`): before/after
+
+
+def cell_medians(root: str = ".") -> Dict[str, float]:
+    """Median seconds per study cell of each phase of its timing.json, and of everything outside its training loop
+    (`outside_train` = total - train: the per-cell overhead)."""
+    ts = [_json(p) for p in sorted(glob.glob(os.path.join(root, "results/cells/*/s*/timing.json")))]
+    keys = [k for k in ts[0] if k not in ("train_time_s",)] if ts else []
+    out = {k: float(pd.Series([t.get(k, 0.0) for t in ts]).median()) for k in keys}
+    if ts:
+        out["outside_train"] = float(pd.Series([t.get("total", 0.0) - t.get("train", 0.0) for t in ts]).median())
+    return {k: round(v, 2) for k, v in out.items()}
+
+
+def save_run_baseline(root: str = ".", out: str = RUN_BEFORE) -> Dict[str, Any]:
+    """Keep the committed run's record (results/run.json, its cells' medians, the commit) as the 'before' of the
+    run-time table, so a later run shows what a change saved, phase by phase."""
+    import subprocess
+
+    run = _json(os.path.join(root, "results/run.json"))
+    commit = subprocess.run(["git", "-C", root, "log", "-1", "--format=%h", "--", "results/run.json"],
+                            capture_output=True, text=True).stdout.strip()
+    rec = {**run, "cell_medians_s": cell_medians(root), "commit": commit}
+    os.makedirs(os.path.dirname(os.path.join(root, out)), exist_ok=True)
+    with open(os.path.join(root, out), "w") as f:
+        json.dump(rec, f, indent=2)
+        f.write("\n")
+    return rec
+
+
+def _phase_rows(run: Dict[str, Any]) -> Dict[str, float]:
+    """A run record's seconds by the README's rows (label -> s)."""
+    ph, nb = run["phases_s"], run.get("notebooks_s", {})
+    labels = {"train": "training loops (teacher + every cell)", "val_eval": "per-epoch validation",
+              "test_eval": "final test evaluation", "robustness": "Acc@1-vs-N curves",
+              "teacher_cache": "teacher CLS states (per cell)", "teacher": "teacher loading (per cell)",
+              "startup": "interpreter start + imports (cells, 02)", "data": "data loading (cells, 02)",
+              "write": "writing results", "other": "rest inside the cells and 02 (distances, figures, ...)"}
+    rows = {label: ph[k] for k, label in labels.items() if k in ph}
+    rows["notebook stages other than 02 (03–07 analyses, report)"] = sum(v for k, v in nb.items() if k != "02_teacher")
+    rows["DVC and the rest (process starts, hashing, publish)"] = run["dvc_other_s"]
+    rows["**wall-clock of `dvc repro`**"] = run["wall_s"]
+    return rows
+
+
 def run_time(root: str = ".") -> str:
     """The wall-clock time of the `make repro` whose outputs are committed (results/run.json, written by make repro):
     where it went by phase (each stage's timing.json summed, the notebook stages' wall time, DVC and the rest) and
-    the training share; the machine it ran on."""
+    the training share; the machine it ran on. With an earlier run's record (RUN_BEFORE) of another wall time, each
+    phase before and now, and the per-cell medians."""
     run = _json(os.path.join(root, "results/run.json"))
     info = run.get("machine_info", {})
     cpu = _cpu(info, run["machine"])
@@ -446,29 +492,30 @@ def run_time(root: str = ".") -> str:
             f"wall-clock** for `dvc repro` (`results/run.json`).")
     if "phases_s" not in run:  # a record from before the phase breakdown
         return head
-    ph, wall = run["phases_s"], run["wall_s"]
-    nb = run.get("notebooks_s", {})
-    train = ph.get("train", 0.0)
-    rows = ["| where the time went | s | share |", "|---|---:|---:|"]
-    labels = {"train": "training loops (teacher + every cell)", "val_eval": "per-epoch validation",
-              "test_eval": "final test evaluation", "robustness": "Acc@1-vs-N curves",
-              "teacher_cache": "teacher CLS states (per cell)", "teacher": "teacher loading (per cell)",
-              "startup": "interpreter start + imports (cells, 02)", "data": "data loading (cells, 02)",
-              "write": "writing results", "other": "rest inside the cells and 02 (distances, figures, ...)"}
-    for k, label in labels.items():
-        if k in ph:
-            rows.append(f"| {label} | {ph[k]:.0f} | {100 * ph[k] / wall:.0f} % |")
-    rest_nb = sum(v for k, v in nb.items() if k != "02_teacher")
-    rows.append(f"| notebook stages other than 02 (03–07 analyses, report) | {rest_nb:.0f} | {100 * rest_nb / wall:.0f} % |")
-    rows.append(f"| DVC and the rest (process starts, hashing, publish) | {run['dvc_other_s']:.0f} | "
-                f"{100 * run['dvc_other_s'] / wall:.0f} % |")
-    cell_times = [(_json(p).get("total", 0.0), _json(p).get("train", 0.0)) for p in
-                  sorted(glob.glob(os.path.join(root, "results/cells/*/s*/timing.json")))]
-    over = sorted(t - tr for t, tr in cell_times)
-    med = over[len(over) // 2] if over else float("nan")
+    wall, train = run["wall_s"], run["phases_s"].get("train", 0.0)
+    now, med = _phase_rows(run), cell_medians(root)
+    path = os.path.join(root, RUN_BEFORE)
+    before = _json(path) if os.path.isfile(path) else None
+    if before is not None and before["wall_s"] == wall:
+        before = None  # the baseline is this run
+    if before is None:
+        rows = ["| where the time went | s | share |", "|---|---:|---:|"]
+        rows += [f"| {k} | {v:.0f} | {100 * v / wall:.0f} % |" for k, v in now.items() if not k.startswith("**")]
+    else:
+        old, bw = _phase_rows(before), before["wall_s"]
+        rows = [f"| where the time went | before (commit {before.get('commit', '?')}, {before['date']}): s | share "
+                "| this run: s | share |", "|---|---:|---:|---:|---:|"]
+        rows += [f"| {k} | {old.get(k, 0.0):.0f} | {100 * old.get(k, 0.0) / bw:.0f} % | {v:.0f} | {100 * v / wall:.0f} % |"
+                 for k, v in now.items()]
+        bm = before.get("cell_medians_s", {})
+        keys = [k for k in ("startup", "teacher_cache", "val_eval", "test_eval", "robustness", "outside_train") if k in med]
+        rows += ["", "Median seconds per study cell (`timing.json`):", "",
+                 "| phase | " + " | ".join(keys) + " |", "|---|" + "---:|" * len(keys),
+                 "| before | " + " | ".join(f"{bm.get(k, float('nan')):.1f}" for k in keys) + " |",
+                 "| this run | " + " | ".join(f"{med[k]:.1f}" for k in keys) + " |"]
     return (head + f" Training loops are **{100 * train / wall:.0f} %** of it; a study cell spends a median "
-            f"{med:.0f} s outside its training loop ({run['cells']} cells). Phases as the stages timed them "
-            "(`timing.json`, `results/notebook_times.json`):\n\n" + "\n".join(rows))
+            f"{med.get('outside_train', float('nan')):.0f} s outside its training loop ({run['cells']} cells). Phases "
+            "as the stages timed them (`timing.json`, `results/notebook_times.json`):\n\n" + "\n".join(rows))
 
 
 def _bib_key(ref: Dict) -> str:
@@ -621,7 +668,13 @@ def main(argv: List[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--record-run", type=float, metavar="T0", help="write results/run.json for a run started at T0")
     ap.add_argument("--readme", default="README.md")
+    ap.add_argument("--save-run-baseline", action="store_true",
+                    help=f"keep results/run.json (and its cells' medians) as {RUN_BEFORE}: the run-time table's 'before'")
     args = ap.parse_args(argv)
+    if args.save_run_baseline:
+        rec = save_run_baseline()
+        print(f"{RUN_BEFORE}: the run of commit {rec['commit']} ({rec['wall_s']:.0f} s) is the baseline")
+        return 0
     if args.record_run is not None:
         record_run(args.record_run)
         return 0
