@@ -136,6 +136,18 @@ def _cdf_df2(t: float) -> float:
 T2_975 = 4.302652729911275  # t(0.975, 2): the 95 % interval with 3 values
 
 
+def test_unit_p_gates_a_decisive_verdict():
+    """A per-seed correlation over a handful of units: the seeds' interval decides only if every seed's test over
+    the units does too (unit_p = their largest p); NaN decides nothing; an inconclusive row stays so."""
+    e = stats.estimate([0.40, 0.50, 0.45], "less", 0.0)
+    assert stats.verdict(e, replication_min=0) == stats.CONTRADICTS
+    assert stats.verdict(e, replication_min=0, unit_p=0.03) == stats.CONTRADICTS
+    assert stats.verdict(e, replication_min=0, unit_p=0.08) == stats.INCONCLUSIVE
+    assert stats.verdict(e, replication_min=0, unit_p=float("nan")) == stats.INCONCLUSIVE
+    wide = stats.estimate([0.4, -0.3, 0.1], "less", 0.0)
+    assert stats.verdict(wide, replication_min=0, unit_p=0.001) == stats.INCONCLUSIVE
+
+
 def test_replication_known_answer_and_the_verdict_it_flips():
     # [1, 1.5, 0.8]: mean 1.1, se = std / sqrt(3); the 95 % interval excludes 0 (t = 5.28 > 4.30), but a replicate
     # decides the same with P = F_2((t - 4.30) / sqrt 2) = 0.72 < 0.9: floating-point noise could flip it

@@ -71,7 +71,8 @@ def _write(path: Path, obj: dict) -> None:
 
 
 def _results(root: Path, ref=(0.80, 0.801, 0.799), free=(0.75, 0.752, 0.749), teacher=0.852, drop=None,
-             fraction=(1.0, 1.0, 1.0), tightness=(3.0, 4.0, 5.0), half=(-0.1, 0.1, 0.05)) -> Path:
+             fraction=(1.0, 1.0, 1.0), tightness=(3.0, 4.0, 5.0), half=(-0.1, 0.1, 0.05),
+             class_p=(0.01, 0.02, 0.03)) -> Path:
     """A fabricated results/ tree: 3 seeds of ref, free, ce and the ablation cells, the teacher's and 06's metrics.
     `drop` (Acc@1 points per cell) lowers a cell below ref by that much in every seed; unset cells get noise only."""
     noise = (0.3, -0.4, 0.1)
@@ -90,8 +91,8 @@ def _results(root: Path, ref=(0.80, 0.801, 0.799), free=(0.75, 0.752, 0.749), te
                 enumerate(zip((-0.1, -0.12, -0.08), (0.1, 0.11, 0.12) if c == "ref" else (0.2, 0.22, 0.21)))}
             for c in ("ref", "jasmin_off")}
     _write(root / "06_dynamics/metrics.json", {
-        "lyapunov": lyap, "lyapunov_class": {"ref": {f"seed{s}": {"r": r, "n_classes": 10}
-                                                     for s, r in enumerate((0.4, 0.5, 0.45))}},
+        "lyapunov": lyap, "lyapunov_class": {"ref": {f"seed{s}": {"r": r, "p_value": p, "n_classes": 10}
+                                                     for s, (r, p) in enumerate(zip((0.4, 0.5, 0.45), class_p))}},
         "prop1": {f"seed{s}": {"fraction_within": f, "tightness_min": t / 10, "tightness_median": t, "L_max": 9.0,
                                "paper_L": 0.5, "fraction_within_paper_L": 1.0}
                   for s, (f, t) in enumerate(zip(fraction, tightness))}})
@@ -130,6 +131,20 @@ def test_claims_end_to_end_on_fabricated_results(tmp_path):
     assert counts["supports"] == (c.verdict == stats.SUPPORTS).sum() and counts["fact"] == 2
     assert report.summary_line(c).startswith(f"supports {counts['supports']} · contradicts {counts['contradicts']} · "
                                              f"inconclusive {counts['inconclusive']} (apart: ")
+
+
+def test_per_class_correlation_needs_its_test_over_the_classes(tmp_path):
+    """r over 10 classes, one per seed: a tight interval over the seeds is not enough; every seed's Pearson test over
+    the classes must hold too (unit_p = the largest p), else inconclusive; shown in the README's test column."""
+    row = report.claims(str(_results(tmp_path / "a"))).set_index("claim").loc["lyapunov_class_vs_accuracy"]
+    assert row.verdict == stats.CONTRADICTS and row.unit_p == pytest.approx(0.03)
+    row = report.claims(str(_results(tmp_path / "b", class_p=(0.01, 0.14, 0.03)))).set_index("claim")
+    r = row.loc["lyapunov_class_vs_accuracy"]
+    assert r.verdict == stats.INCONCLUSIVE and r.unit_p == pytest.approx(0.14) and "0.01/0.14/0.03" in r.note
+    assert math.isnan(row.loc["lyapunov_vs_correctness", "unit_p"])  # per image: n in the hundreds, no gate
+    from odevit.repro import readme
+
+    assert readme._tests(r) == f" (p over the classes ≤ 0.14 per seed · replicates {r.replication:.2f})"
 
 
 def test_claims_verdicts_flip_when_the_fabricated_accuracies_do(tmp_path):

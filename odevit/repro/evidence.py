@@ -129,7 +129,8 @@ def snapshot(name: str, clone: str, command: str, stages: bool = False, t0: Opti
               if os.path.isfile(os.path.join(dest, f"results/cells/{c}/s{s}/timing.json"))]
     commit = subprocess.run(["git", "-C", clone, "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
-    meta = {"command": command, "commit": commit, "date": time.strftime("%Y-%m-%d"), "machine": machine_info(),
+    machine = {k: v for k, v in machine_info().items() if k != "threads"}  # the snapshot's, not the runs' (notes say)
+    meta = {"command": command, "commit": commit, "date": time.strftime("%Y-%m-%d"), "machine": machine,
             "runs_planned": len(runs), "runs_finished": len(done),
             "runs_converged": n_converged(cells),
             "train_s": round(sum(run_seconds(t) for t in timing), 1),

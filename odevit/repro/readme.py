@@ -56,9 +56,11 @@ def _predicts(r: Any) -> str:
 
 
 def _tests(r: Any) -> str:
-    """ " (Holm p 0.012 · replicates 0.64)": the family's Holm-adjusted p and the probability that a replicate on
-    another machine decides what the intervals decide (`stats.replication`), where the row has them."""
+    """ " (Holm p 0.012 · replicates 0.64)": the family's Holm-adjusted p, a per-class correlation's largest p over
+    the classes (`stats.verdict`'s unit_p) and the probability that a replicate on another machine decides what the
+    intervals decide (`stats.replication`), where the row has them."""
     parts = ([] if pd.isna(r.holm_p) else [f"Holm p {r.holm_p:.3f}"]) + (
+        [] if pd.isna(getattr(r, "unit_p", math.nan)) else [f"p over the classes ≤ {r.unit_p:.2f} per seed"]) + (
         [] if pd.isna(getattr(r, "replication", math.nan)) else [f"replicates {r.replication:.2f}"])
     return f" ({' · '.join(parts)})" if parts else ""
 
@@ -114,7 +116,8 @@ def claims_summary(root: str = ".") -> str:
             + f" The teacher ({100 * _json(os.path.join(root, 'results/02_teacher/metrics.json'))['acc1']:.2f} % test "
             f"Acc@1) {'converged' if _json(os.path.join(root, 'results/02_teacher/metrics.json')).get('converged') else 'had not converged either'}. "
             "An equivalence row's ± is our margin (`study.equivalence_margin_pts`), not the paper's error bar; an "
-            "ablation row whose interval excludes 0 stays inconclusive unless its Holm-adjusted p (shown) is < 0.05; "
+            "ablation row whose interval excludes 0 stays inconclusive unless its Holm-adjusted p (shown) is < 0.05, "
+            "and the per-class correlation (r over 10 classes) unless every seed's test over the classes has p < 0.05; "
             f"and no decisive verdict stands unless a replicate on another machine would reach it again with probability "
             f"≥ {stats.REPLICATION:g} (“replicates”, `stats.replication`: floating-point noise treated as a fresh "
             "draw of every seed; it is the probability that the replicate's intervals decide what ours decide, Holm "
@@ -343,8 +346,9 @@ CONVERGED = f"{EVIDENCE}/converged_fmnist"
 
 def _cpu(info: Dict[str, Any], model: str = "?") -> str:
     """"AMD EPYC (AVX2 kernels, 2 threads)" from a machine_info record (`model` where it names no CPU)."""
-    n = info.get("threads", "?")
-    return f"{info.get('cpu_model', model)} ({info.get('cpu_capability', '?')} kernels, {n} thread{'' if n == 1 else 's'})"
+    n = info.get("threads")
+    threads = "" if n is None else f", {n} thread{'' if n == 1 else 's'}"  # a study's runs: its notes say
+    return f"{info.get('cpu_model', model)} ({info.get('cpu_capability', '?')} kernels{threads})"
 
 
 def converged_study(root: str = ".") -> str:

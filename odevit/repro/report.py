@@ -136,7 +136,7 @@ def _dyn_values(dyn: dict, key: str, cell: str, field: str) -> np.ndarray:
 
 
 CLAIM_COLUMNS = ["claim", "statement", "source", "direction", "statistic", "unit", "ours_mean", "ours_std", "seeds",
-                 "ci_low", "ci_high", "p_vs_null", "null", "holm_p", "replication", "margin", "tost_p", "ci90_low", "ci90_high",
+                 "ci_low", "ci_high", "p_vs_null", "null", "holm_p", "unit_p", "replication", "margin", "tost_p", "ci90_low", "ci90_high",
                  "paper", "paper_value", "p_vs_paper", "vs_paper", "verdict", "finding", "cells", "budget", "note"]
 
 
@@ -145,7 +145,7 @@ def _row(cid: str, e: dict, cells: str, budget_: str, note: str = "") -> dict:
     return {"claim": cid, "statement": c.statement, "source": c.source, "direction": c.direction,
             "statistic": c.statistic, "unit": c.unit, "ours_mean": e["mean"], "ours_std": e["std"], "seeds": e["n"],
             "ci_low": e["ci_low"], "ci_high": e["ci_high"], "p_vs_null": e.get("p_vs_null", math.nan),
-            "null": e.get("null", math.nan), "holm_p": math.nan, "replication": math.nan, "margin": e.get("margin", math.nan),
+            "null": e.get("null", math.nan), "holm_p": math.nan, "unit_p": math.nan, "replication": math.nan, "margin": e.get("margin", math.nan),
             "tost_p": e.get("tost_p", math.nan), "ci90_low": e.get("ci90_low", math.nan),
             "ci90_high": e.get("ci90_high", math.nan), "paper": c.paper,
             "paper_value": math.nan if c.value is None else c.value, "p_vs_paper": e.get("p_vs_paper", math.nan),
@@ -224,6 +224,10 @@ def claims(results: str = "results", reference: str = "ref", margin_pts: float =
         rows.append(_row(cid, e, f"{dyn_path}: {key}.{reference}", lyap_budget,
                          f"{'images' if key == 'lyapunov' else 'classes'} per seed: "
                          + ("/".join(f"{x:g}" for x in n) or "none")))
+        if key == "lyapunov_class":  # r over 10 classes: each seed's Pearson test over the classes must hold too
+            p = _dyn_values(dyn, key, reference, "p_value")
+            rows[-1]["unit_p"] = float(np.max(p)) if len(p) and not np.isnan(p).any() else math.nan
+            rows[-1]["note"] += "; Pearson p over the classes per seed: " + ("/".join(f"{x:.3g}" for x in p) or "none")
     lo, lj = dyn.get("lyapunov", {}).get(reference, {}), dyn.get("lyapunov", {}).get("jasmin_off", {})
     seeds = sorted(set(lo) & set(lj))
     c = paper.claim("jasmin_on_minus_off_lyapunov")
@@ -249,7 +253,9 @@ def claims(results: str = "results", reference: str = "ref", margin_pts: float =
         e = r.pop("_e")
         if not r["verdict"]:
             r["replication"] = stats.replication(e)
-            r["verdict"] = stats.verdict(e, r["holm_p"] if paper.claim(r["claim"]).family else None, replication_min)
+            unit = r["claim"] == "lyapunov_class_vs_accuracy"  # its r is over classes: unit_p (NaN: undecided) gates it
+            r["verdict"] = stats.verdict(e, r["holm_p"] if paper.claim(r["claim"]).family else None, replication_min,
+                                         r["unit_p"] if unit else None)
     return pd.DataFrame(rows, columns=CLAIM_COLUMNS)
 
 

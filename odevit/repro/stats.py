@@ -221,7 +221,8 @@ def replication(e: Mapping[str, float]) -> float:
     return max(0.0, again(m - (null - mg), t95) + again((null + mg) - m, t95) - 1.0)
 
 
-def verdict(e: Mapping[str, float], holm_p: Optional[float] = None, replication_min: float = REPLICATION) -> str:
+def verdict(e: Mapping[str, float], holm_p: Optional[float] = None, replication_min: float = REPLICATION,
+            unit_p: Optional[float] = None) -> str:
     """The verdict of one claim from its `estimate`: the only function that decides one.
 
     greater / less (the paper predicts the statistic above / below `null`): supports if the 95 % interval lies on
@@ -229,7 +230,11 @@ def verdict(e: Mapping[str, float], holm_p: Optional[float] = None, replication_
     null ± margin (p < 0.05, 90 % interval inside), contradicts if the 95 % interval lies entirely outside; none:
     not a claim; fact: fact (no test). For a family member (holm_p given) a decisive verdict also needs holm_p < 0.05.
     A decisive verdict also needs `replication` >= `replication_min` (REPLICATION; 0 = the intervals alone): floating-
-    point noise (another CPU type) must not flip it. Otherwise, and with fewer than 2 seeds, inconclusive at this budget (no seeds at all: not measured)."""
+    point noise (another CPU type) must not flip it. A statistic that is itself a correlation over a handful of units
+    (e.g. r over the 10 classes, one r per seed) gives `unit_p`, the largest over the seeds of its test over those
+    units: a decisive verdict also needs unit_p < 0.05 (the seeds' interval only says the r is stable across seeds,
+    not that 10 units can tell it from 0). Otherwise, and with fewer than 2 seeds, inconclusive at this budget (no
+    seeds at all: not measured)."""
     d = e["direction"]
     if e["n"] == 0:  # no run of the cells it needs (a fact or an attribution without data is not measured either)
         return NOT_MEASURED
@@ -241,6 +246,8 @@ def verdict(e: Mapping[str, float], holm_p: Optional[float] = None, replication_
     if v != INCONCLUSIVE and holm_p is not None and not holm_p < ALPHA:
         return INCONCLUSIVE
     if v != INCONCLUSIVE and replication_min > 0 and not replication(e) >= replication_min:
+        return INCONCLUSIVE
+    if v != INCONCLUSIVE and unit_p is not None and not unit_p < ALPHA:
         return INCONCLUSIVE
     return v
 
