@@ -27,6 +27,7 @@ def test_bench_pair_and_markdown():
     md = bench.to_markdown({"meta": meta, "rows": rows, "speedups": ups, "time_shares": shares,
                             "distill": dict(dist, distill_over_scratch=1.1)})
     assert "| tiny | ODE-ViT | fp32 |" in md and "1.10 with the teacher" in md and "| + fused attention" in md
+    assert [bench._rate(x) for x in (0.2374, 3.14159, 389.44, 2430.73)] == ["0.237", "3.14", "389.4", "2430.7"]
 
 
 def test_bf16_rows_are_skipped_with_the_probe_as_reason(monkeypatch):

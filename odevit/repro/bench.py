@@ -384,6 +384,11 @@ def bf16_skipped(p: Dict[str, float], native: bool) -> str:
             f"fp32's {p['fp32']:.0f} (no native bf16 on this CPU; `--dtypes fp32,bf16` forces them)")
 
 
+def _rate(x: float) -> str:
+    """img/s with 3 significant digits at least (0.237, 389.4): paper-shape rows on a CPU are below 1 img/s."""
+    return f"{x:.1f}" if x >= 100 else f"{x:.3g}"
+
+
 def to_markdown(result: Dict[str, Any]) -> str:
     meta, rows, dist = result["meta"], result["rows"], result["distill"]
     lines = [f"Machine: {meta['device']}, {meta['threads']} threads, torch {meta['torch']}, {meta['date']}; "
@@ -397,8 +402,8 @@ def to_markdown(result: Dict[str, Any]) -> str:
         other = by.get((r["config"], r["dtype"], VIT))
         ratio = f"{r['train_img_s'] / other['train_img_s']:.2f}" if r["model"] == "ODE-ViT" and other else ""
         lines.append(f"| {r['config']} | {r['model']} | {r['dtype']} | {r['batch']} | {r['params_m']:.2f} | "
-                     f"{r['train_img_s']:.1f} ({r['train_img_s_min']:.1f}–{r['train_img_s_max']:.1f}) | "
-                     f"{r['infer_img_s']:.1f} | {r['train_gflop_per_img']:.2f} | {r['roof_ratio']:.2f} | "
+                     f"{_rate(r['train_img_s'])} ({_rate(r['train_img_s_min'])}–{_rate(r['train_img_s_max'])}) | "
+                     f"{_rate(r['infer_img_s'])} | {r['train_gflop_per_img']:.2f} | {r['roof_ratio']:.2f} | "
                      f"{r['train_mem_mb']:.0f} | {ratio} |")
     if result.get("speedups"):
         lines += ["", "ODE-ViT training step, default config, fp32:", "",
