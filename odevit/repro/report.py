@@ -37,7 +37,8 @@ def _pm(x: pd.Series, scale: float = 1.0, nd: int = 4) -> str:
 
 def main_table(dataset: str, results: str = "results", reference: str = "ref") -> pd.DataFrame:
     """Our rows in the paper's format (Model, Dataset, Params (M), Losses, Acc@1/3/5 as mean ± std over the seeds)
-    + the paper's Acc@1 for the same kind of row (same dataset where the paper has it, else its CIFAR-10 row)."""
+    + the paper's Acc@1 for the same kind of row (same dataset where the paper has it, else its CIFAR-10 row) and which
+    row that is ("Paper row": the +CE cell is Small with CE from epoch 0, the paper's only +CE row is CIFAR-100 Base)."""
     from .study import collect
 
     t = read_json(f"{results}/02_teacher/metrics.json")
@@ -69,7 +70,8 @@ def main_table(dataset: str, results: str = "results", reference: str = "ref") -
             params, enc, seeds = float(df.params_m.iloc[0]), float(df.encoder_params.iloc[0]), len(df)
         out.append({"Model": name, "Dataset": dataset, "Params (M)": round(params, 3), "Losses": losses,
                     "Acc@1": accs["acc1"], "Acc@3": accs["acc3"], "Acc@5": accs["acc5"], "Seeds": seeds,
-                    "Encoder params (M)": round(enc / 1e6, 3), "Paper Acc@1": p_acc, "Paper dataset": p_ds})
+                    "Encoder params (M)": round(enc / 1e6, 3), "Paper Acc@1": p_acc, "Paper dataset": p_ds,
+                    "Paper row": paper_name[0] if isinstance(paper_name, tuple) else paper_name})
     return pd.DataFrame(out)
 
 
