@@ -83,6 +83,7 @@ class Claim:
     value: Optional[float] = None
     arithmetic: str = ""
     family: bool = False  # member of the ablation family (Holm-adjusted)
+    per_unit: bool = False  # a per-seed correlation over a handful of units: each seed's test over them gates it
 
     @property
     def paper(self) -> str:
@@ -157,7 +158,7 @@ CLAIMS: Dict[str, Claim] = {c.id: c for c in [
           LYAPUNOV_FILES, "less", "point-biserial r(exponent, correct) per seed", "r"),
     Claim("lyapunov_class_vs_accuracy", "Classes with higher mean exponent have lower Acc@1 (the unit of the "
           "Lyapunov figure)", LYAPUNOV_FILES, "less",
-          "Pearson r(class mean exponent, class Acc@1) per seed", "r"),
+          "Pearson r(class mean exponent, class Acc@1) per seed", "r", per_unit=True),
     Claim("jasmin_on_minus_off_lyapunov", "JaSMin lowers the CLS exponents", LYAPUNOV_FILES, "less",
           "mean exponent ref − jasmin_off, paired by seed", "exponent", round(_lyap, 6),
           f"C100 with − without JaSMin: {LYAPUNOV_C100['jasmin']:.4f} − {LYAPUNOV_C100['no_jasmin']:.4f} = "

@@ -226,7 +226,7 @@ def claims(results: str = "results", reference: str = "ref", margin_pts: float =
         rows.append(_row(cid, e, f"{dyn_path}: {key}.{reference}", lyap_budget,
                          f"{'images' if key == 'lyapunov' else 'classes'} per seed: "
                          + ("/".join(f"{x:g}" for x in n) or "none")))
-        if key == "lyapunov_class":  # r over 10 classes: each seed's Pearson test over the classes must hold too
+        if c.per_unit:  # r over 10 classes: each seed's Pearson test over the classes must hold too
             p = _dyn_values(dyn, key, reference, "p_value")
             rows[-1]["unit_p"] = float(np.max(p)) if len(p) and not np.isnan(p).any() else math.nan
             rows[-1]["note"] += "; Pearson p over the classes per seed: " + ("/".join(f"{x:.3g}" for x in p) or "none")
@@ -255,9 +255,9 @@ def claims(results: str = "results", reference: str = "ref", margin_pts: float =
         e = r.pop("_e")
         if not r["verdict"]:
             r["replication"] = stats.replication(e)
-            unit = r["claim"] == "lyapunov_class_vs_accuracy"  # its r is over classes: unit_p (NaN: undecided) gates it
-            r["verdict"] = stats.verdict(e, r["holm_p"] if paper.claim(r["claim"]).family else None, replication_min,
-                                         r["unit_p"] if unit else None)
+            c = paper.claim(r["claim"])  # per_unit: unit_p gates it (NaN: undecided)
+            r["verdict"] = stats.verdict(e, r["holm_p"] if c.family else None, replication_min,
+                                         r["unit_p"] if c.per_unit else None)
     return pd.DataFrame(rows, columns=CLAIM_COLUMNS)
 
 
