@@ -26,6 +26,7 @@ from . import stats
 from .bench import VIT, activation_markdown, bf16_skipped
 from .evidence import EVIDENCE, n_converged, progress
 from .machine import machine_info
+from .pipeline import write_json
 from .report import to_markdown
 from .study import collect
 
@@ -462,10 +463,7 @@ def save_run_baseline(root: str = ".", out: str = RUN_BEFORE) -> Dict[str, Any]:
     commit = subprocess.run(["git", "-C", root, "log", "-1", "--format=%h", "--", "results/run.json"],
                             capture_output=True, text=True).stdout.strip()
     rec = {**run, "cell_medians_s": cell_medians(root), "commit": commit}
-    os.makedirs(os.path.dirname(os.path.join(root, out)), exist_ok=True)
-    with open(os.path.join(root, out), "w") as f:
-        json.dump(rec, f, indent=2)
-        f.write("\n")
+    write_json(rec, os.path.join(root, out))
     return rec
 
 

@@ -105,8 +105,8 @@ def run(name: str, seed: int, params_file: str = "params.yaml") -> Dict[str, Any
     else:
         hist = pipeline.fit_student(model, teacher, c, b, cfg["teacher"], d, tr, evals, ckpt, times=ph)
     lap("write")  # the fit: its loops and evaluations are taken from the history below, the rest is checkpointing
-    ph["write"] = max(0.0, ph["write"] - sum(h["epoch_time_s"] + h.get("eval_time_s", 0.0) for h in hist)
-                      + ph.get("resumed_s", 0.0) - ph.get("teacher_cache", 0.0))  # resumed_s: epochs not run here
+    ph["write"] = max(0.0, ph["write"] - train.history_seconds(hist) + ph.get("resumed_s", 0.0)
+                      - ph.get("teacher_cache", 0.0))  # resumed_s: epochs not run here
     train.load_weights(model, f"{ckpt}/best.pt").to(device)
     metrics = evaluate_cell(model, te, study, device, ph)
     clock = time.perf_counter()

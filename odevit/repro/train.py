@@ -208,6 +208,11 @@ TRAINING_SOURCES = ("repro/config.py", "repro/data.py", "repro/distributed.py", 
                     "repro/pipeline.py", "repro/precision.py", "repro/study.py", "repro/train.py")
 
 
+def history_seconds(history: Sequence[Dict[str, float]]) -> float:
+    """Seconds a history's epochs took: their training loops and per-epoch evaluations."""
+    return float(sum(r["epoch_time_s"] + r.get("eval_time_s", 0.0) for r in history))
+
+
 def fingerprint(*configs: Any) -> str:
     """Hash of the stage's configs and of the training source (odevit/*.py and TRAINING_SOURCES): a checkpoint
     resumes only the run it came from."""
@@ -317,7 +322,7 @@ def fit(
             _set_rng_state(ckpt["rng"])
             best, history = float(ckpt["best"]), list(ckpt["history"])
             if times is not None:
-                times["resumed_s"] = sum(r["epoch_time_s"] + r.get("eval_time_s", 0.0) for r in history)
+                times["resumed_s"] = history_seconds(history)
             if rank == 0:
                 print(f"resuming from {last_path} after epoch {start}/{cfg.epochs}", flush=True)
         elif rank == 0:
