@@ -658,10 +658,8 @@ def record_run(t0: float, out: str = "results/run.json") -> bool:
     machine = f"{platform.machine()}, {os.cpu_count()} CPU cores, {gpu}"
     wall = round(time.time() - t0, 1)
     times = stage_times()
-    with open(out, "w") as f:
-        json.dump({"date": time.strftime("%Y-%m-%d"), "machine": machine, "wall_s": wall, **times,
-                   "dvc_other_s": round(wall - times["stages_s"], 1), "machine_info": machine_info()}, f, indent=2)
-        f.write("\n")
+    write_json({"date": time.strftime("%Y-%m-%d"), "machine": machine, "wall_s": wall, **times,
+                "dvc_other_s": round(wall - times["stages_s"], 1), "machine_info": machine_info()}, out)
     return True
 
 
