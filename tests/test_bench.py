@@ -41,3 +41,52 @@ def test_bf16_rows_are_skipped_with_the_probe_as_reason(monkeypatch):
     assert "1.0 GFLOP/s here, 1.0% of fp32's 100" in text
     rates[torch.bfloat16] = 10.0
     assert bench.native_bf16(torch.device("cpu"))[0]
+
+
+def test_compiled_table_and_its_failure_reason(monkeypatch):
+    """The torch.compile comparison: ratios against each model's eager step and timm's eager step, computed from the
+    rows; where inductor cannot build, the reason is recorded and printed instead of a table (not compiled here:
+    that takes a minute)."""
+    meta = {"device": "cpu", "threads": 1, "torch": "x", "date": "x", "wall_s": 1.0, "matmul_roof_gflop_s": {"fp32": 1.0},
+            "bf16_probe_gflop_s": {"fp32": 1.0, "bf16": 0.01}, "bf16_native": False}
+    rows = [{"variant": k, "train_img_s": v, "train_img_s_min": v, "train_img_s_max": v} for k, v in
+            (("ODE-ViT", 400.0), ("ODE-ViT, torch.compile", 420.0), (bench.VIT, 380.0), (bench.VIT + ", torch.compile", 400.0))]
+    base = {"meta": meta, "rows": [], "distill": {"distill_over_scratch": 1.0, "distill_cached_over_scratch": 1.0}}
+    md = bench.to_markdown(dict(base, compiled={"batch": 128, "compile_s": {"ODE-ViT": 42.0, bench.VIT: 36.0}, "rows": rows}))
+    assert "| ODE-ViT, torch.compile | 128 | 420.0 (420.0–420.0) | 1.05 | 1.11 |" in md
+    assert f"| {bench.VIT}, torch.compile | 128 | 400.0 (400.0–400.0) | 1.05 | 1.05 |" in md and "ODE-ViT 42 s" in md
+
+    def broken(*a, **k):
+        raise RuntimeError("no C++ compiler\nmore")
+
+    monkeypatch.setattr(torch, "compile", broken)
+    comp = bench.compiled(SPEC, torch.device("cpu"), reps=1)
+    assert comp == {"error": "RuntimeError: no C++ compiler"}
+    assert "torch.compile could not run here: RuntimeError: no C++ compiler" in bench.to_markdown(dict(base, compiled=comp))
+
+
+def test_readme_bench_summary_quotes_the_measured_ratios(tmp_path):
+    """The README's performance bullets are computed from bench.json: hand-made figures give hand-computed ratios."""
+    import json
+
+    from odevit.repro import readme
+
+    def row(model, train, infer, mem):
+        return {"config": "d", "dtype": "fp32", "model": model, "train_img_s": train, "infer_img_s": infer,
+                "train_mem_mb": mem, "roof_ratio": 0.4}
+
+    comp = {"batch": 128, "compile_s": {"ODE-ViT": 42.0, bench.VIT: 36.0},
+            "rows": [{"variant": k, "train_img_s": v} for k, v in (("ODE-ViT", 400.0), ("ODE-ViT, torch.compile", 440.0),
+                                                                   (bench.VIT, 320.0), (bench.VIT + ", torch.compile", 400.0))]}
+    b = {"rows": [row("ODE-ViT", 390.0, 1200.0, 100.0), row(bench.VIT, 300.0, 1000.0, 150.0)],
+         "meta": {"bf16_native": False, "bf16_probe_gflop_s": {"fp32": 100.0, "bf16": 1.0}, "matmul_roof_gflop_s": {"fp32": 120.0}},
+         "activation_memory": [], "compiled": comp, "distill": {"distill_over_scratch": 1.3, "distill_cached_over_scratch": 1.0}}
+    (tmp_path / "results/bench").mkdir(parents=True)
+    (tmp_path / "results/bench/bench.json").write_text(json.dumps(b))
+    text = readme.bench_summary(str(tmp_path))
+    assert "d: **1.30×**" in text and "Training memory, timm / ODE: 1.5×" in text
+    assert ("ODE-ViT compiled / eager **1.10×**, timm ViT 1.25×; compiled ODE-ViT ÷ eager timm ViT 1.38×, ÷ compiled "
+            "timm ViT 1.10× (after 42 s of compilation)") in text
+    b["compiled"] = {"error": "RuntimeError: no C++ compiler"}
+    (tmp_path / "results/bench/bench.json").write_text(json.dumps(b))
+    assert "`torch.compile` could not run on this machine: RuntimeError: no C++ compiler." in readme.bench_summary(str(tmp_path))

@@ -9,7 +9,7 @@ torch.utils.flop_counter.FlopCounterMode, achieved GFLOP/s over this machine's l
 same run (roofline ratio), training-step memory (CUDA: peak allocated; CPU: bytes of tensors autograd saves +
 parameters, gradients and optimiser state). At the default config also: the ODE-ViT step with each speed-up
 switched on in turn and at half/double batch, the profiler's split of step time into matmul / attention / other
-(what bounds the roofline ratio), and a distillation step (teacher per batch, or its cached CLS states) vs a
+(what bounds the roofline ratio), both models eager and under torch.compile (`--no-compile` skips it), and a distillation step (teacher per batch, or its cached CLS states) vs a
 scratch step of the same student. Budget: <= 5 minutes on 2 CPU cores (paper shapes at batch 1 and 3 repetitions
 there).
 """
@@ -222,6 +222,30 @@ def speedups(spec: tuple, device: torch.device, reps: int) -> List[Dict[str, Any
              "train_img_s_max": B / t[k]["min_s"]} for k, (_, _, B) in variants.items()]
 
 
+def compiled(spec: tuple, device: torch.device, reps: int) -> Dict[str, Any]:
+    """Both models' fp32 training steps at the default config, eager and under `torch.compile` (inductor, default
+    mode), four copies of one initialisation timed round-robin; the seconds each compiled model's first two steps
+    took (tracing and code generation). A machine where inductor cannot build (no C++ compiler, say) records why."""
+    x, y = batch(spec, device)
+    models = make_pair(spec, device)
+    steps, compile_s = {}, {}
+    try:
+        for label, model in models.items():
+            steps[label] = train_step(model, x, y, device, False)[0]
+            c = torch.compile(copy.deepcopy(model))
+            steps[label + ", torch.compile"] = step = train_step(c, x, y, device, False)[0]
+            t = time.perf_counter()
+            step(), step()
+            compile_s[label] = time.perf_counter() - t
+    except Exception as e:  # noqa: BLE001 - the reason is the result: reported, nothing else depends on it
+        return {"error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
+    t = timed_together(steps, reps, 1, device)
+    B = len(x)
+    return {"batch": B, "compile_s": compile_s,
+            "rows": [{"variant": k, "train_img_s": B / v["median_s"], "train_img_s_min": B / v["max_s"],
+                      "train_img_s_max": B / v["min_s"]} for k, v in t.items()]}
+
+
 def activation_memory(device: torch.device) -> List[Dict[str, Any]]:
     """Bytes autograd saves per image in one training forward (CE + JaSMin maps, as ode_scratch trains), at every
     config, with and without gradient checkpointing of the solver steps (`set_grad_checkpointing`); measured at
@@ -313,6 +337,8 @@ def main() -> None:
     ap.add_argument("--dtypes", default="auto", choices=("auto", "fp32", "fp32,bf16"),
                     help="fp32,bf16 | fp32 | auto (default: bf16 rows only where bf16 matmuls are native)")
     ap.add_argument("--out", default="results/bench")
+    ap.add_argument("--no-compile", dest="compile", action="store_false",
+                    help="skip the torch.compile comparison (its compilation takes about 80 s on 2 CPU cores)")
     ap.add_argument("--activation-only", action="store_true",
                     help="only the activation-memory table (seconds): activation_memory.json / .md")
     args = ap.parse_args()
@@ -345,6 +371,7 @@ def main() -> None:
     acts = activation_memory(device)
     spec = CONFIGS[DEFAULT]
     ups = speedups(spec, device, args.reps)
+    comp = compiled(spec, device, args.reps) if args.compile else None
     shares = time_shares(spec, device)
     dist = bench_distill(spec, device, args.reps)
     print(f"distillation step / scratch step: {dist['distill_over_scratch']:.2f} (teacher per batch), "
@@ -359,7 +386,7 @@ def main() -> None:
             "threads": torch.get_num_threads(), "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
             "matmul_roof_gflop_s": roof, "bf16_probe_gflop_s": probe, "bf16_native": native,
             "wall_s": time.perf_counter() - t0, "machine_info": machine_info()}
-    result = {"meta": meta, "rows": rows, "speedups": ups, "time_shares": shares, "distill": dist,
+    result = {"meta": meta, "rows": rows, "speedups": ups, "compiled": comp, "time_shares": shares, "distill": dist,
               "activation_memory": acts}
     write_json(result, os.path.join(args.out, "bench.json"))
     write_text(to_markdown(result), os.path.join(args.out, "bench.md"))
@@ -410,6 +437,20 @@ def to_markdown(result: Dict[str, Any]) -> str:
                   "| variant | batch | train img/s (min–max) |", "|---|---|---|"]
         lines += [f"| {u['variant']} | {u['batch']} | {u['train_img_s']:.1f} ({u['train_img_s_min']:.1f}–"
                   f"{u['train_img_s_max']:.1f}) |" for u in result["speedups"]]
+    comp = result.get("compiled")
+    if comp and "error" in comp:
+        lines += ["", f"torch.compile could not run here: {comp['error']}"]
+    elif comp:
+        eager = {r["variant"]: r["train_img_s"] for r in comp["rows"]}
+        lines += ["", "Eager vs `torch.compile` (inductor, default mode), default config, fp32, timed together "
+                  "(first two compiled steps, tracing and code generation: "
+                  + ", ".join(f"{k} {v:.0f} s" for k, v in comp["compile_s"].items()) + "):", "",
+                  "| model | batch | train img/s (min–max) | compiled / eager | ÷ timm ViT eager |", "|---|---|---|---|---|"]
+        for r in comp["rows"]:
+            base = r["variant"].split(", torch.compile")[0]
+            lines.append(f"| {r['variant']} | {comp['batch']} | {r['train_img_s']:.1f} ({r['train_img_s_min']:.1f}–"
+                         f"{r['train_img_s_max']:.1f}) | {r['train_img_s'] / eager[base]:.2f} | "
+                         f"{r['train_img_s'] / eager[VIT]:.2f} |")
     if result.get("time_shares"):
         lines += ["", "Where a default-config fp32 training step spends its operator time (torch.profiler):", "",
                   "| model | matmul | attention kernel | other (norms, GELU, adds, copies, optimiser) "

@@ -257,6 +257,15 @@ def bench_summary(root: str = ".") -> str:
                      + "; ".join(f"{a['config']}: {a['mib_full']:.1f} → {a['mib_ckpt']:.1f} MiB "
                                  f"({a['mib_full'] / a['mib_ckpt']:.1f}×; with JaSMin's maps "
                                  f"{a['mib_full_jasmin']:.1f} → {a['mib_ckpt_jasmin']:.1f})" for a in acts) + ".")
+    comp = b.get("compiled")
+    if comp and "rows" in comp:
+        r = {x["variant"]: x["train_img_s"] for x in comp["rows"]}
+        ode_c, vit_c = r["ODE-ViT, torch.compile"], r[VIT + ", torch.compile"]
+        lines.append(f"* `torch.compile` (inductor), default config: ODE-ViT compiled / eager **{ode_c / r['ODE-ViT']:.2f}×**, "
+                     f"timm ViT {vit_c / r[VIT]:.2f}×; compiled ODE-ViT ÷ eager timm ViT {ode_c / r[VIT]:.2f}×, ÷ compiled "
+                     f"timm ViT {ode_c / vit_c:.2f}× (after {comp['compile_s']['ODE-ViT']:.0f} s of compilation).")
+    elif comp:
+        lines.append(f"* `torch.compile` could not run on this machine: {comp['error']}.")
     d = b["distill"]
     lines.append(f"* A distillation step costs {d['distill_over_scratch']:.2f}× a scratch step of the same student "
                  f"with the teacher run per batch, {d['distill_cached_over_scratch']:.2f}× with the teacher's CLS "
