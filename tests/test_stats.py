@@ -116,7 +116,7 @@ def test_paper_numbers_and_their_arithmetic():
     assert c["ts_minus_free"].value == pytest.approx(86.7 - 80.9) and "+7.8 pt" in c["ts_minus_free"].arithmetic
     assert c["ts_ce_minus_free"].value == pytest.approx(72.1 - 57.9)
     assert c["ts_ce_minus_free_rel"].value == pytest.approx(100 * (0.721 / 0.579 - 1), abs=1e-5)
-    assert c["retention"].value == pytest.approx(0.867 / 0.923, abs=1e-6) and c["retention"].direction == "equivalent"
+    assert c["retention"].value == pytest.approx(0.867 / 0.923, abs=1e-6) and c["retention"].direction == "greater"
     assert c["r1_minus_r4"].value == pytest.approx(-1.8) and c["r1_minus_r4"].direction == "less"
     assert c["compression_total"].value == pytest.approx(85 / 3.8, abs=1e-6)
     assert c["jasmin_on_minus_off_lyapunov"].value == pytest.approx(0.2379 - 0.4045)

@@ -52,6 +52,8 @@ def _ci(lo: float, hi: float, signed: bool) -> str:
 
 def _predicts(r: Any) -> str:
     """What the paper predicts for a claims.csv row, in words ("> 0", "0 ± 1", "error ≤ bound", ...)."""
+    if r.direction == "greater" and r.null != 0 and not pd.isna(r.paper_value):  # non-inferiority to the paper's
+        return f"> {r.null:.3g} (the paper's − margin)"
     return {"greater": f"> {r.null:g}", "less": f"< {r.null:g}", "equivalent": f"{r.null:.3g} ± {r.margin:.2g}",
             "bound": "error ≤ bound", "fact": "fact", "none": "(not a claim)"}.get(r.direction, r.direction)
 
