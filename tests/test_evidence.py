@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from odevit.repro import evidence, readme, report
+from odevit.repro import evidence, readme, report, stats
 from test_study import _results
 
 
@@ -94,6 +94,15 @@ def test_readme_shows_progress_then_the_claims_table(tmp_path):
     text = readme.converged_study(str(repo))
     assert "In progress" not in text and "| `ts_minus_free` |" in text and report.summary_line(claims) in text
     assert text.index(report.summary_line(claims)) < text.index("Its runs:") < text.index("| cell ")  # then its runs
+    assert text.startswith(f"**{report.summary_line(claims)}**") and "Retention is measured against the default run's teacher (" in text
+    # a study of the headline cells only: the claims it could not measure are counted, not listed
+    path = out / "converged_fmnist/results/07_report/claims.csv"
+    c = pd.read_csv(path)
+    c.loc[c.claim == "jasmin_on_minus_off", "verdict"] = stats.NOT_MEASURED
+    c.to_csv(path, index=False)
+    text = readme.converged_study(str(repo))
+    assert "| `jasmin_on_minus_off` |" not in text and "| `ts_minus_free` |" in text
+    assert f"{(c.verdict == stats.NOT_MEASURED).sum()} claims need cells this study did not train" in text
 
 
 def _study(out: Path, name: str, images: int, accs: dict) -> None:

@@ -19,11 +19,14 @@ def test_every_section_is_on_exactly_one_page():
 
 
 def test_the_first_screen_is_the_answer():
-    """The README opens with what this is and the claims with their verdicts, before any mechanics."""
+    """The README opens with what this is and the claims with their verdicts, before any mechanics: first the converged
+    study's (students that finished learning), then the quick run's."""
     text = (ROOT / "README.md").read_text()
-    assert text.index("## What of the paper holds here") < text.index("## Two commands") < text.index("## Read on")
-    assert text.index("<!-- claims-summary -->") < text.index("results/07_report/claims.png") < 2500 + len(
-        text.split("<!-- claims-summary -->")[1].split("<!-- /claims-summary -->")[0])
+    conv, quick = text.index("## What of the paper holds at convergence"), text.index("## The quick run")
+    assert conv < text.index("<!-- converged-study -->") < quick < text.index("## Two commands") < text.index("## Read on")
+    assert conv < 2000 and text.index("| `ts_minus_free` |") < text.index("<!-- converged-study -->") + 2500
+    assert text.index("<!-- /claims-summary -->") < text.index("results/07_report/claims.png") < text.index(
+        "<!-- /claims-summary -->") + 200  # the quick run's claims figure right under its table
     for page in ("usage", "results", "pipeline", "paper", "published_code", "performance", "reproducibility"):
         assert f"(docs/{page}.md)" in text and (ROOT / f"docs/{page}.md").is_file()
 
