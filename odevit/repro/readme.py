@@ -399,7 +399,11 @@ def converged_study(root: str = ".") -> str:
                 f"{100 * best.drop('free', errors='ignore').max() / t:.0f} % of it, and the free ODE "
                 f"({100 * best.get('free', float('nan')):.2f} %) beats it, so retention here says the students match a "
                 "weak teacher, not that distillation helps.\n\n"
-                + claims_table(path, measured_only=True) + "\n\n" + head + "\n\nIts runs:\n\n" + runs)
+                + claims_table(path, measured_only=True)
+                + (f"\n\n![the converged study's claims: ours (mean and 95 % interval over the seeds) against the paper's "
+                   f"value, coloured by verdict]({CONVERGED}/results/07_report/claims.png)"
+                   if os.path.isfile(os.path.join(path, "results/07_report/claims.png")) else "")
+                + "\n\n" + head + "\n\nIts runs:\n\n" + runs)
     return head + " **In progress: no verdict is drawn from it until every seed and stage is in.**\n\n" + runs
 
 
