@@ -342,3 +342,5 @@ def test_run_time_shows_each_phase_before_and_now(tmp_path):
     assert "| **wall-clock of `dvc repro`** | 100 | 100 % | 80 | 100 % |" in two
     assert "| before | 5.0 | 14.0 |" in two and "| this run | 3.0 | 7.0 |" in two
     assert "median 7 s outside its training loop" in two
+    assert "(non-training share ≤ 25 %: not met; ≤ 10 s per cell outside training: met)" in two  # 38 %, 7 s
+    assert "≤ 10 s per cell outside training: not met" in one  # 14 s

@@ -549,8 +549,11 @@ def run_time(root: str = ".") -> str:
                  "| phase | " + " | ".join(keys) + " |", "|---|" + "---:|" * len(keys),
                  "| before | " + " | ".join(f"{bm.get(k, float('nan')):.1f}" for k in keys) + " |",
                  "| this run | " + " | ".join(f"{med[k]:.1f}" for k in keys) + " |"]
+    out_cell = med.get("outside_train", float("nan"))
+    met = lambda ok: "met" if ok else "not met"  # noqa: E731
     return (head + f" Training loops are **{100 * train / wall:.0f} %** of it; a study cell spends a median "
-            f"{med.get('outside_train', float('nan')):.0f} s outside its training loop ({run['cells']} cells). Phases "
+            f"{out_cell:.0f} s outside its training loop ({run['cells']} cells). The performance targets (non-training "
+            f"share ≤ 25 %: {met(1 - train / wall <= 0.25)}; ≤ 10 s per cell outside training: {met(out_cell <= 10)}). Phases "
             "as the stages timed them (`timing.json`, `results/notebook_times.json`):\n\n" + "\n".join(rows))
 
 
