@@ -344,3 +344,21 @@ def test_run_time_shows_each_phase_before_and_now(tmp_path):
     assert "median 7 s outside its training loop" in two
     assert "(non-training share ≤ 25 %: not met; ≤ 10 s per cell outside training: met)" in two  # 38 %, 7 s
     assert "≤ 10 s per cell outside training: not met" in one  # 14 s
+
+
+def test_budget_title_says_what_ran_when_early_stopping_cut_the_cap(tmp_path):
+    """The figures' budget line: the epochs that ran (early stopping) rather than the cap, else the fixed budget."""
+    import json
+
+    def write(epochs_run):
+        for s, e in enumerate(epochs_run):
+            d = tmp_path / f"results/cells/ref/s{s}"
+            d.mkdir(parents=True, exist_ok=True)
+            (d / "metrics.json").write_text(json.dumps({"cell": "ref", "seed": s, "acc1": 0.8, "train_images": 55000,
+                                                        "epochs": 20, "epochs_run": e}))
+
+    write([16, 9, 15])
+    assert report.budget_title(str(tmp_path / "results")) == (
+        "3 seeds (paired), 55000 train images × 9–16 epochs (cap 20, stopped on validation) per cell")
+    write([20, 20, 20])
+    assert report.budget_title(str(tmp_path / "results")) == "3 seeds (paired), 55000 train images × 20 epochs per cell"

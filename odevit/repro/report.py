@@ -384,8 +384,13 @@ def budget_title(results: str = "results", reference: str = "ref") -> str:
 
     ref = collect(results)
     ref = ref[ref.cell == reference]
-    return (f"{ref.seed.nunique()} seeds (paired), {_unique(ref, 'train_images')} train images × "
-            f"{_unique(ref, 'epochs')} epochs per cell")
+    epochs = _unique(ref, "epochs")
+    if "epochs_run" in ref and (ref.epochs_run < ref.epochs).any():  # early stopping: the cap is not what ran
+        epochs = (f"{int(ref.epochs_run.min())}–{int(ref.epochs_run.max())} epochs (cap {epochs}, stopped on "
+                  "validation)")
+    else:
+        epochs += " epochs"
+    return f"{ref.seed.nunique()} seeds (paired), {_unique(ref, 'train_images')} train images × {epochs} per cell"
 
 
 def claims_figure(claims_: pd.DataFrame, title: str = ""):
