@@ -25,8 +25,10 @@ def test_the_first_screen_is_the_answer():
     conv, quick = text.index("## What of the paper holds at convergence"), text.index("## The quick run")
     assert conv < text.index("<!-- converged-study -->") < quick < text.index("## Two commands") < text.index("## Read on")
     assert conv < 2000 and text.index("| `ts_minus_free` |") < text.index("<!-- converged-study -->") + 2500
-    assert text.index("<!-- /claims-summary -->") < text.index("results/07_report/claims.png") < text.index(
-        "<!-- /claims-summary -->") + 200  # the quick run's claims figure right under its table
+    end = text.index("<!-- /claims-summary -->")
+    assert end < text.index("](results/07_report/claims.png)") < end + 200  # the quick run's claims figure under its table
+    assert text.index("<!-- converged-study -->") < text.index("](docs/evidence/converged_fmnist/results/07_report/"
+                                                               "claims.png)") < quick  # the converged study's in its
     for page in ("usage", "results", "pipeline", "paper", "published_code", "performance", "reproducibility"):
         assert f"(docs/{page}.md)" in text and (ROOT / f"docs/{page}.md").is_file()
 
