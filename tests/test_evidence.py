@@ -2,6 +2,7 @@
 import hashlib
 import json
 from pathlib import Path
+from typing import Optional
 
 import pandas as pd
 import pytest
@@ -105,10 +106,16 @@ def test_readme_shows_progress_then_the_claims_table(tmp_path):
     assert f"{(c.verdict == stats.NOT_MEASURED).sum()} claims need cells this study did not train" in text
 
 
-def _study(out: Path, name: str, images: int, accs: dict) -> None:
-    """docs/evidence/NAME with one metrics.json per (cell, seed): accs = {cell: (acc of seed 0, 1, 2)}."""
+def _study(out: Path, name: str, images: int, accs: dict, teacher: Optional[float] = None) -> None:
+    """docs/evidence/NAME with one metrics.json per (cell, seed): accs = {cell: (acc of seed 0, 1, 2)}; `teacher`: an
+    augmented teacher's test Acc@1 (its params and 02_teacher/metrics.json), else the default teacher's params."""
     root = out / name
     _params(root, list(accs))
+    if teacher is not None:
+        params = yaml.safe_load((root / "params.yaml").read_text())
+        (root / "params.yaml").write_text(yaml.safe_dump({**params, "teacher": {"augment": True}}))
+        (root / "results/02_teacher").mkdir(parents=True)
+        (root / "results/02_teacher/metrics.json").write_text(json.dumps({"acc1": teacher}))
     for cell, a in accs.items():
         for s, v in enumerate(a):
             (root / f"results/cells/{cell}/s{s}").mkdir(parents=True)
@@ -121,19 +128,29 @@ def test_budget_curve_verdicts_follow_the_data(tmp_path):
     free = (0.70, 0.71, 0.69)
     _study(tmp_path, "small", 1000, {"ref": (0.75, 0.765, 0.74), "ce": (0.76, 0.77, 0.75), "free": free})
     _study(tmp_path, "large", 55000, {"ref": (0.701, 0.705, 0.69), "ce": (0.66, 0.672, 0.65), "free": free})
+    _study(tmp_path, "strong", 1000, {"ref": (0.80, 0.815, 0.79), "ce": (0.69, 0.70, 0.71), "free": free}, teacher=0.91)
+    both = evidence.budget_curve(["small", "large", "strong", "absent"], out=str(tmp_path))
+    assert list(both.teacher) == ["default"] * 4 + ["augmented"] * 2  # the default teacher's rows first
+    strong = both[both.teacher == "augmented"].set_index("student")
+    assert strong.teacher_acc1.tolist() == [91.0, 91.0] and both[both.teacher == "default"].teacher_acc1.isna().all()
+    assert strong.loc["ref", "diff_mean"] == pytest.approx(30.5 / 3) and strong.loc["ref", "verdict"] == "supports"
+    assert strong.loc["ce", "diff_mean"] == pytest.approx(0) and strong.loc["ce", "verdict"].startswith("inconclusive")
     t = evidence.budget_curve(["small", "large", "absent"], out=str(tmp_path)).set_index(["student", "train_images"])
     assert t.loc[("ref", 1000), "diff_mean"] == pytest.approx((5 + 5.5 + 5) / 3) and t.loc[("ref", 1000), "seeds"] == 3
     assert t.loc[("ref", 1000), "verdict"] == "supports"  # +5.2 pt, Holm over the 4 rows
-    assert t.loc[("ref", 55000), "verdict"] == "inconclusive at this budget"  # +0.2 pt, seeds disagree
+    assert t.loc[("ref", 55000), "verdict"] == "inconclusive at this budget"  # -0.13 pt, seeds disagree
     assert t.loc[("ce", 55000), "verdict"] == "contradicts"  # about -4 pt in every seed
     assert t.loc[("ce", 1000), "holm_p"] >= t.loc[("ce", 1000), "p_vs_null"]
-    png = evidence.budget_figure(t.reset_index(), str(tmp_path / "curve.png"))
+    png = evidence.budget_figure(both, str(tmp_path / "curve.png"))
     assert Path(png).stat().st_size > 0
     assert readme.budget_curve(str(tmp_path)).startswith("Not run yet")
     (tmp_path / "docs/evidence").mkdir(parents=True)
-    t.reset_index().to_csv(tmp_path / "docs/evidence/budget_curve.csv", index=False)
+    both.to_csv(tmp_path / "docs/evidence/budget_curve.csv", index=False)
     text = readme.budget_curve(str(tmp_path))
-    assert "| 1,000 | ref − free | 3 |" in text and "**contradicts**" in text and "budget_curve.png" in text
+    assert "| 1,000 | default | ref − free | 3 |" in text and "**contradicts**" in text and "budget_curve.png" in text
+    assert "| 1,000 | augmented (91.00) | ref − free | 3 | 80.17 | 70.00 | +10.2" in text
+    assert "- default teacher, ref − free: helps at 1k (+5.17 pt); no verdict at 55k (-0.13 pt)." in text
+    assert "- augmented teacher, ce − free: no verdict at 1k (+0.00 pt)." in text
 
 
 def test_replicate_compare_counts_the_flips_each_rule_lets_through(tmp_path):

@@ -2,7 +2,7 @@
 
     python -m odevit.repro.evidence snapshot converged_fmnist --clone ../run --command "dvc exp run ..." [--stages]
     python -m odevit.repro.evidence show converged_fmnist      # runs finished so far, per cell
-    python -m odevit.repro.evidence budget     # the budget curve (student - free vs training images) over BUDGETS
+    python -m odevit.repro.evidence budget     # the budget curve (student - free vs training images, per teacher)
 
 `snapshot` copies from the clone, into docs/evidence/NAME/, the same layout the pipeline writes (so that the report
 and README functions that take a `root` read it unchanged):
@@ -198,14 +198,29 @@ def progress(root: str) -> pd.DataFrame:
 
 
 BUDGETS = ("budget_fmnist_1k", "budget_fmnist_3k", "budget_fmnist_10k", "converged_fmnist")  # the curve's points
+STRONG_TEACHER = ("strong_teacher_fmnist_1k", "strong_teacher_fmnist_55k")  # the same, distilled from a stronger teacher
 
 
-def budget_curve(names: Sequence[str] = BUDGETS, students: Sequence[str] = ("ref", "ce"), free: str = "free",
-                 out: str = EVIDENCE) -> pd.DataFrame:
-    """When does a teacher help: for each evidence study of `names` that exists (one budget each) and each student,
-    the paired difference student - free ODE in Acc@1 points over their common seeds, its 95 % t interval and the
-    verdict on "the teacher helps" (> 0), Holm-adjusted over every (budget, student) row; with the budget's training
-    images, the runs converged of those compared and whether every planned run is in."""
+def teacher_of(root: str) -> Dict[str, Any]:
+    """The teacher a snapshot's students were distilled from: 'augmented' when its params trained the teacher with
+    augmentation (presets/strong_teacher_*.yaml), else 'default'; with its test Acc@1 (%), epochs run and whether its
+    validation curve had flattened (NaN / None without the stage)."""
+    params = yaml.safe_load(open(os.path.join(root, "params.yaml"))) if os.path.isfile(
+        os.path.join(root, "params.yaml")) else {}
+    m = os.path.join(root, "results", "02_teacher", "metrics.json")
+    t = pipeline.read_json(m) if os.path.isfile(m) else {}
+    return {"teacher": "augmented" if (params.get("teacher") or {}).get("augment") else "default",
+            "teacher_acc1": 100 * t["acc1"] if "acc1" in t else math.nan,
+            "teacher_epochs": t.get("epochs_run", math.nan), "teacher_converged": t.get("converged")}
+
+
+def budget_curve(names: Sequence[str] = BUDGETS + STRONG_TEACHER, students: Sequence[str] = ("ref", "ce"),
+                 free: str = "free", out: str = EVIDENCE) -> pd.DataFrame:
+    """When does a teacher help: for each evidence study of `names` that exists (one budget and teacher each) and each
+    student, the paired difference student - free ODE in Acc@1 points over their common seeds, its 95 % t interval and
+    the verdict on "the teacher helps" (> 0), Holm-adjusted over every (budget, teacher, student) row; with the
+    budget's training images, the teacher (`teacher_of`), the runs converged of those compared and whether every
+    planned run is in."""
     rows = []
     for name in names:
         root = os.path.join(out, name)
@@ -220,8 +235,9 @@ def budget_curve(names: Sequence[str] = BUDGETS, students: Sequence[str] = ("ref
             d = [100 * (g.acc1[s] - f.acc1[s]) for s in seeds]
             e = stats.estimate(d, "greater")
             both = pd.concat([g.loc[seeds], f.loc[seeds]])
-            rows.append({"study": name, "train_images": int(cells.train_images.max()), "student": student,
-                         "seeds": len(seeds), "student_acc1": 100 * g.acc1[seeds].mean() if seeds else math.nan,
+            rows.append({"study": name, "train_images": int(cells.train_images.max()), **teacher_of(root),
+                         "student": student, "seeds": len(seeds),
+                         "student_acc1": 100 * g.acc1[seeds].mean() if seeds else math.nan,
                          "free_acc1": 100 * f.acc1[seeds].mean() if seeds else math.nan, "diff_mean": e["mean"],
                          "ci_low": e["ci_low"], "ci_high": e["ci_high"], "p_vs_null": e["p_vs_null"],
                          "converged": f"{n_converged(both)}/{len(both)}", "complete": bool(meta["complete"]), "est": e})
@@ -233,20 +249,37 @@ def budget_curve(names: Sequence[str] = BUDGETS, students: Sequence[str] = ("ref
     t.loc[ok, "holm_p"] = stats.holm(t.p_vs_null[ok].to_numpy())
     t["verdict"] = [stats.verdict(r.est, None if math.isnan(r.holm_p) else r.holm_p) for r in t.itertuples()]
     t["replication"] = [stats.replication(r.est) for r in t.itertuples()]
-    return t.drop(columns="est").sort_values(["student", "train_images"]).reset_index(drop=True)
+    return t.drop(columns="est").sort_values(["teacher", "student", "train_images"],
+                                             key=lambda c: c.map({"default": 0}).fillna(1) if c.name == "teacher"
+                                             else c).reset_index(drop=True)
+
+
+def _images(n: int) -> str:
+    return f"{n / 1000:g}k" if n >= 1000 else str(n)
 
 
 def budget_figure(t: pd.DataFrame, path: str) -> str:
-    """Student - free ODE (points, mean and 95 % interval) against the student's training images (log axis)."""
+    """Student - free ODE (points, mean and 95 % interval) against the student's training images (log axis, ticks at
+    the budgets): colour = student, solid circles = the default teacher, dashed squares = the augmented one."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
-    for i, (student, g) in enumerate(t.groupby("student", sort=False)):
-        x = g.train_images * (1.04 if i else 1 / 1.04)  # side by side, not on top of each other
-        ax.errorbar(x, g.diff_mean, yerr=[g.diff_mean - g.ci_low, g.ci_high - g.diff_mean], marker="o", capsize=3,
-                    label=f"{student} − free")
-    ax.axhline(0, color="k", lw=0.8, ls="--")
+    colours = {s: f"C{i}" for i, s in enumerate(dict.fromkeys(t.student))}
+    shift = {s: 1 / 1.05 if i == 0 else 1.05 ** i for i, s in enumerate(colours)}  # side by side, not on top
+    for (teacher, student), g in t.groupby(["teacher", "student"], sort=False):
+        g = g.sort_values("train_images")
+        strong = teacher != "default"
+        label = f"{student} − free" + (f" ({teacher} teacher)" if strong else "")
+        ax.errorbar(g.train_images * shift[student] * (1.02 if strong else 1), g.diff_mean,
+                    yerr=[g.diff_mean - g.ci_low, g.ci_high - g.diff_mean], color=colours[student],
+                    marker="s" if strong else "o", ls="--" if strong else "-", mfc="white" if strong else None,
+                    capsize=3, label=label)
+    ax.axhline(0, color="k", lw=0.8, ls=":")
     ax.set_xscale("log")
+    ticks = sorted(set(int(x) for x in t.train_images))
+    ax.set_xticks(ticks, [_images(x) for x in ticks])
+    ax.minorticks_off()
+    ax.set_xlim(min(ticks) / 1.5, max(ticks) * 1.5)
     ax.set_xlabel("student's training images (log scale)")
     ax.set_ylabel("Acc@1 student − free ODE (pt)\nmean and 95 % interval over seeds")
     ax.set_title("When does the teacher help? > 0: the distilled student is better", fontsize=10)
@@ -301,7 +334,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     s.add_argument("--note", help="a remark kept in study.json and shown in the README (e.g. what shared the CPU)")
     w = sub.add_parser("show", help="the evidence's runs so far, per cell")
     w.add_argument("name")
-    sub.add_parser("budget", help=f"the budget curve over {', '.join(BUDGETS)}: {EVIDENCE}/budget_curve.csv and .png")
+    sub.add_parser("budget", help=f"the budget curve over {', '.join(BUDGETS + STRONG_TEACHER)}: {EVIDENCE}/budget_curve.csv and .png")
     r = sub.add_parser("replicate", help="compare a snapshot of the same runs on another floating-point path with "
                                          "this repository's results: docs/evidence/NAME/replicate_{runs,cells,claims}.csv")
     r.add_argument("name")
@@ -315,7 +348,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         elif args.cmd == "budget":
             t = budget_curve()
             if not len(t):
-                raise FileNotFoundError(f"{EVIDENCE}: none of {', '.join(BUDGETS)} has been snapshotted")
+                raise FileNotFoundError(f"{EVIDENCE}: none of {', '.join(BUDGETS + STRONG_TEACHER)} has been snapshotted")
             t.to_csv(os.path.join(EVIDENCE, "budget_curve.csv"), index=False)
             budget_figure(t, os.path.join(EVIDENCE, "budget_curve.png"))
             print(t.to_markdown(index=False))

@@ -412,19 +412,46 @@ def budget_curve(root: str = ".") -> str:
     ODE at each training-set size, with intervals and verdicts, and its figure."""
     path = os.path.join(root, EVIDENCE, "budget_curve.csv")
     if not os.path.isfile(path):
-        return ("Not run yet: the points are `presets/budget_fmnist_{1k,3k,10k}.yaml` and the converged study (55k); "
+        return ("Not run yet: the points are `presets/budget_fmnist_{1k,3k,10k}.yaml` and the converged study (55k), "
+                "the stronger teacher's `presets/strong_teacher_fmnist_{1k,55k}.yaml`; "
                 "`python -m odevit.repro.evidence budget` draws the curve from their snapshots.")
     t = pd.read_csv(path)
-    rows = ["| training images | student − free | seeds | student Acc@1 (%) | free Acc@1 (%) | difference [95 % CI] (pt) "
-            "| Holm p | replicates | converged | all runs in | verdict (> 0: the teacher helps) |",
-            "|---|---|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| training images | teacher (test Acc@1 %) | student − free | seeds | student Acc@1 (%) | free Acc@1 (%) "
+            "| difference [95 % CI] (pt) | Holm p | replicates | converged | all runs in | verdict (> 0: the teacher helps) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in t.itertuples():
-        rows.append(f"| {r.train_images:,} | {r.student} − free | {r.seeds} | {r.student_acc1:.2f} | {r.free_acc1:.2f} | "
+        teacher = _teacher(r)
+        rows.append(f"| {r.train_images:,} | {teacher} | {r.student} − free | {r.seeds} | {r.student_acc1:.2f} | {r.free_acc1:.2f} | "
                     f"{_num(r.diff_mean, True)} {_ci(r.ci_low, r.ci_high, True)} | "
                     f"{'–' if pd.isna(r.holm_p) else f'{r.holm_p:.3f}'} | "
                     f"{'–' if pd.isna(getattr(r, 'replication', math.nan)) else f'{r.replication:.2f}'} | {r.converged} | {'yes' if r.complete else 'no'} | "
                     f"**{r.verdict}** |")
-    return "\n".join(rows) + f"\n\n![budget curve]({EVIDENCE}/budget_curve.png)"
+    return ("\n".join(rows) + "\n\n" + budget_reading(t) + f"\n\n![budget curve]({EVIDENCE}/budget_curve.png)")
+
+
+def _teacher(r) -> str:
+    """'default (86.98, 3 ep, not converged)': a budget-curve row's teacher, its test Acc@1, epochs, convergence."""
+    acc, ep, conv = (getattr(r, k, math.nan) for k in ("teacher_acc1", "teacher_epochs", "teacher_converged"))
+    bits = ([] if pd.isna(acc) else [f"{acc:.2f}"]) + ([] if pd.isna(ep) else [f"{int(ep)} ep"]) + (
+        [] if pd.isna(conv) else ["converged" if str(conv) == "True" else "not converged"])
+    return getattr(r, "teacher", "default") + (f" ({', '.join(bits)})" if bits else "")
+
+
+def budget_reading(t: pd.DataFrame) -> str:
+    """What the budget curve shows, from its verdicts: per teacher and student, the budgets where the teacher helps
+    (supports), hurts (contradicts) and where this many seeds give no verdict."""
+    say = {"supports": "helps", "contradicts": "hurts"}
+    lines = []
+    for (teacher, student), g in t.groupby([t.get("teacher", pd.Series("default", index=t.index)), "student"],
+                                           sort=False):
+        parts = []
+        for verdict, word in list(say.items()) + [(None, "no verdict")]:
+            rows = g[g.verdict == verdict] if verdict else g[~g.verdict.isin(say)]
+            if len(rows):
+                parts.append(f"{word} at " + ", ".join(f"{n / 1000:g}k ({d:+.2f} pt)"
+                                                      for n, d in zip(rows.train_images, rows.diff_mean)))
+        lines.append(f"- {teacher} teacher, {student} − free: " + "; ".join(parts) + ".")
+    return "What it shows (computed from the verdicts above):\n\n" + "\n".join(lines)
 
 
 FLOAT_NOISE = f"{EVIDENCE}/emulated_cpu"  # `evidence snapshot emulated_cpu` + `evidence replicate emulated_cpu`
