@@ -60,6 +60,11 @@ def test_snapshot_keeps_finished_runs_and_says_what_is_missing(tmp_path):
     assert not (out / "conv/results/cells/ce").exists() and not (out / "conv/results/cells/free/s2").exists()
     assert meta["train_s"] == 1800.0 and not meta["complete"] and not meta["stages"] and meta["notes"] == ["CPU shared."]
     assert evidence.snapshot("conv", str(clone), "x", out=str(out), note="More.")["notes"] == ["CPU shared.", "More."]
+    assert evidence.add_note("conv", "Later.", out=str(out)) == ["CPU shared.", "More.", "Later."]
+    assert evidence.add_note("conv", "Later.", out=str(out)) == ["CPU shared.", "More.", "Later."]  # once
+    assert json.loads((out / "conv/study.json").read_text())["runs_finished"] == 3  # the rest kept
+    with pytest.raises(FileNotFoundError, match="no such snapshot"):
+        evidence.add_note("absent", "x", out=str(out))
     dest = out / "conv"
     assert (dest / "results/cells/ref/s1/history.csv").is_file() and (dest / "curves.png").is_file()
     p = evidence.progress(str(dest)).set_index("cell")

@@ -2,6 +2,7 @@
 
     python -m odevit.repro.evidence snapshot converged_fmnist --clone ../run --command "dvc exp run ..." [--stages]
     python -m odevit.repro.evidence show converged_fmnist      # runs finished so far, per cell
+    python -m odevit.repro.evidence note converged_fmnist "..."  # a remark added after the clone moved on
     python -m odevit.repro.evidence budget     # the budget curve (student - free vs training images, per teacher)
 
 `snapshot` copies from the clone, into docs/evidence/NAME/, the same layout the pipeline writes (so that the report
@@ -144,6 +145,20 @@ def snapshot(name: str, clone: str, command: str, stages: bool = False, t0: Opti
     pipeline.write_json(meta, old)
     curves_figure(dest)
     return meta
+
+
+def add_note(name: str, note: str, out: str = EVIDENCE) -> List[str]:
+    """Append a remark to docs/evidence/NAME/study.json's notes (once) when the clone has moved on and cannot be
+    snapshotted again; returns the notes."""
+    path = os.path.join(out, name, "study.json")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: no such snapshot (run `evidence snapshot {name}` first)")
+    if not note.strip():
+        raise ValueError("note: an empty remark")
+    meta = pipeline.read_json(path)
+    meta["notes"] = meta.get("notes", []) + ([note] if note not in meta.get("notes", []) else [])
+    pipeline.write_json(meta, path)
+    return meta["notes"]
 
 
 def curves_figure(root: str) -> str:
@@ -332,6 +347,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     s.add_argument("--stages", action="store_true", help="also the stage results (every run and stage done)")
     s.add_argument("--t0", type=float, help="the study's start (epoch seconds): records its wall time")
     s.add_argument("--note", help="a remark kept in study.json and shown in the README (e.g. what shared the CPU)")
+    n = sub.add_parser("note", help="append a remark to docs/evidence/NAME/study.json (shown in the README)")
+    n.add_argument("name")
+    n.add_argument("text")
     w = sub.add_parser("show", help="the evidence's runs so far, per cell")
     w.add_argument("name")
     sub.add_parser("budget", help=f"the budget curve over {', '.join(BUDGETS + STRONG_TEACHER)}: {EVIDENCE}/budget_curve.csv and .png")
@@ -345,6 +363,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             meta = snapshot(args.name, args.clone, args.command, args.stages, args.t0, note=args.note)
             print(f"{EVIDENCE}/{args.name}: {meta['runs_finished']} of {meta['runs_planned']} runs "
                   f"({meta['runs_converged']} converged), stages {'in' if meta['stages'] else 'not yet'}")
+        elif args.cmd == "note":
+            print("\n".join(add_note(args.name, args.text)))
         elif args.cmd == "budget":
             t = budget_curve()
             if not len(t):
