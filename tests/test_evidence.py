@@ -131,7 +131,7 @@ def _study(out: Path, name: str, images: int, accs: dict, teacher: Optional[floa
 
 def test_budget_curve_verdicts_follow_the_data(tmp_path):
     free = (0.70, 0.71, 0.69)
-    _study(tmp_path, "small", 1000, {"ref": (0.75, 0.765, 0.74), "ce": (0.76, 0.77, 0.75), "free": free})
+    _study(tmp_path, "small", 1000, {"ref": (0.75, 0.765, 0.74), "ce": (0.76, 0.775, 0.75), "free": free})
     _study(tmp_path, "large", 55000, {"ref": (0.701, 0.705, 0.69), "ce": (0.66, 0.672, 0.65), "free": free})
     _study(tmp_path, "strong", 1000, {"ref": (0.80, 0.815, 0.79), "ce": (0.69, 0.70, 0.71), "free": free}, teacher=0.91)
     both = evidence.budget_curve(["small", "large", "strong", "absent"], out=str(tmp_path))
@@ -154,8 +154,9 @@ def test_budget_curve_verdicts_follow_the_data(tmp_path):
     text = readme.budget_curve(str(tmp_path))
     assert "| 1,000 | default | ref − free | 3 |" in text and "**contradicts**" in text and "budget_curve.png" in text
     assert "| 1,000 | augmented (91.00) | ref − free | 3 | 80.17 | 70.00 | +10.2" in text
-    assert "- default teacher, ref − free: helps at 1k (+5.17 pt); no verdict at 55k (-0.13 pt)." in text
-    assert "- augmented teacher, ce − free: no verdict at 1k (+0.00 pt)." in text
+    assert "- default teacher, ref − free: 1k +5.17 pt (helps), 55k -0.13 pt (no verdict)." in text
+    assert "- default teacher, ce − free: 1k +6.17 pt (helps), 55k -3.93 pt (hurts); it stops helping between 1k and 55k images." in text
+    assert "- augmented teacher, ce − free: 1k +0.00 pt (no verdict)." in text
 
 
 def test_replicate_compare_counts_the_flips_each_rule_lets_through(tmp_path):

@@ -438,19 +438,22 @@ def _teacher(r) -> str:
 
 
 def budget_reading(t: pd.DataFrame) -> str:
-    """What the budget curve shows, from its verdicts: per teacher and student, the budgets where the teacher helps
-    (supports), hurts (contradicts) and where this many seeds give no verdict."""
+    """What the budget curve shows, from its verdicts: per teacher and student, each budget's difference and what
+    its verdict says (helps = supports, hurts = contradicts, no verdict), and between which budgets the teacher
+    stops helping when a budget where it helps is followed by a larger one where it hurts."""
     say = {"supports": "helps", "contradicts": "hurts"}
     lines = []
-    for (teacher, student), g in t.groupby([t.get("teacher", pd.Series("default", index=t.index)), "student"],
-                                           sort=False):
-        parts = []
-        for verdict, word in list(say.items()) + [(None, "no verdict")]:
-            rows = g[g.verdict == verdict] if verdict else g[~g.verdict.isin(say)]
-            if len(rows):
-                parts.append(f"{word} at " + ", ".join(f"{n / 1000:g}k ({d:+.2f} pt)"
-                                                      for n, d in zip(rows.train_images, rows.diff_mean)))
-        lines.append(f"- {teacher} teacher, {student} − free: " + "; ".join(parts) + ".")
+    teacher = t["teacher"] if "teacher" in t else pd.Series("default", index=t.index)
+    for (who, student), g in t.groupby([teacher, "student"], sort=False):
+        g = g.sort_values("train_images")
+        word = [say.get(v, "no verdict") for v in g.verdict]
+        line = f"- {who} teacher, {student} − free: " + ", ".join(
+            f"{n / 1000:g}k {d:+.2f} pt ({w})" for n, d, w in zip(g.train_images, g.diff_mean, word))
+        helps = [n for n, w in zip(g.train_images, word) if w == "helps"]
+        hurts = [n for n, w in zip(g.train_images, word) if w == "hurts" and helps and n > max(helps)]
+        if helps and hurts:
+            line += f"; it stops helping between {max(helps) / 1000:g}k and {min(hurts) / 1000:g}k images"
+        lines.append(line + ".")
     return "What it shows (computed from the verdicts above):\n\n" + "\n".join(lines)
 
 
