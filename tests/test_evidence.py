@@ -134,7 +134,9 @@ def test_budget_curve_verdicts_follow_the_data(tmp_path):
     _study(tmp_path, "small", 1000, {"ref": (0.75, 0.765, 0.74), "ce": (0.76, 0.775, 0.75), "free": free})
     _study(tmp_path, "large", 55000, {"ref": (0.701, 0.705, 0.69), "ce": (0.66, 0.672, 0.65), "free": free})
     _study(tmp_path, "strong", 1000, {"ref": (0.80, 0.815, 0.79), "ce": (0.69, 0.70, 0.71), "free": free}, teacher=0.91)
-    both = evidence.budget_curve(["small", "large", "strong", "absent"], out=str(tmp_path))
+    _study(tmp_path, "running", 10000, {"ref": (0.8, 0.81, 0.79)})  # under way: no free run has finished
+    both = evidence.budget_curve(["small", "large", "strong", "running", "absent"], out=str(tmp_path))
+    assert 10000 not in set(both.train_images)
     assert list(both.teacher) == ["default"] * 4 + ["augmented"] * 2  # the default teacher's rows first
     strong = both[both.teacher == "augmented"].set_index("student")
     assert strong.teacher_acc1.tolist() == [91.0, 91.0] and both[both.teacher == "default"].teacher_acc1.isna().all()

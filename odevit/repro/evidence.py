@@ -233,9 +233,9 @@ def budget_curve(names: Sequence[str] = BUDGETS + STRONG_TEACHER, students: Sequ
                  free: str = "free", out: str = EVIDENCE) -> pd.DataFrame:
     """When does a teacher help: for each evidence study of `names` that exists (one budget and teacher each) and each
     student, the paired difference student - free ODE in Acc@1 points over their common seeds, its 95 % t interval and
-    the verdict on "the teacher helps" (> 0), Holm-adjusted over every (budget, teacher, student) row; with the
-    budget's training images, the teacher (`teacher_of`), the runs converged of those compared and whether every
-    planned run is in."""
+    the verdict on "the teacher helps" (> 0), Holm-adjusted over every (budget, teacher, student) row (no row before a
+    seed of both has finished); with the budget's training images, the teacher (`teacher_of`), the runs converged of
+    those compared and whether every planned run is in."""
     rows = []
     for name in names:
         root = os.path.join(out, name)
@@ -247,13 +247,15 @@ def budget_curve(names: Sequence[str] = BUDGETS + STRONG_TEACHER, students: Sequ
         for student in students:
             g = cells[cells.cell == student].set_index("seed")
             seeds = sorted(set(g.index) & set(f.index))
+            if not seeds:  # a study under way: no pair finished yet
+                continue
             d = [100 * (g.acc1[s] - f.acc1[s]) for s in seeds]
             e = stats.estimate(d, "greater")
             both = pd.concat([g.loc[seeds], f.loc[seeds]])
             rows.append({"study": name, "train_images": int(cells.train_images.max()), **teacher_of(root),
                          "student": student, "seeds": len(seeds),
-                         "student_acc1": 100 * g.acc1[seeds].mean() if seeds else math.nan,
-                         "free_acc1": 100 * f.acc1[seeds].mean() if seeds else math.nan, "diff_mean": e["mean"],
+                         "student_acc1": 100 * g.acc1[seeds].mean(), "free_acc1": 100 * f.acc1[seeds].mean(),
+                         "diff_mean": e["mean"],
                          "ci_low": e["ci_low"], "ci_high": e["ci_high"], "p_vs_null": e["p_vs_null"],
                          "converged": f"{n_converged(both)}/{len(both)}", "complete": bool(meta["complete"]), "est": e})
     t = pd.DataFrame(rows)
