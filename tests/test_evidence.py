@@ -154,8 +154,8 @@ def test_budget_curve_verdicts_follow_the_data(tmp_path):
     (tmp_path / "docs/evidence").mkdir(parents=True)
     both.to_csv(tmp_path / "docs/evidence/budget_curve.csv", index=False)
     text = readme.budget_curve(str(tmp_path))
-    assert "| 1,000 | default | ref − free | 3 |" in text and "**contradicts**" in text and "budget_curve.png" in text
-    assert "| 1,000 | augmented (91.00) | ref − free | 3 | 80.17 | 70.00 | +10.2" in text
+    assert "| 1,000 | default | – | ref − free | 3 |" in text and "**contradicts**" in text and "budget_curve.png" in text
+    assert "| 1,000 | augmented (91.00) | – | ref − free | 3 | 80.17 | 70.00 | +10.2" in text
     assert "- default teacher, ref − free: 1k +5.17 pt (helps), 55k -0.13 pt (no verdict)." in text
     assert "- default teacher, ce − free: 1k +6.17 pt (helps), 55k -3.93 pt (hurts); it stops helping between 1k and 55k images." in text
     assert "- augmented teacher, ce − free: 1k +0.00 pt (no verdict)." in text
@@ -205,3 +205,33 @@ def test_run_seconds_after_a_resume():
     assert evidence.run_seconds({"total": 600.0, "other": 2.0, "train": 500.0}) == 600.0
     # resumed: the last process lived 640 s, the history's epochs took 3424 + 84 s (other = 640 - phases < 0)
     assert evidence.run_seconds({"total": 640.0, "other": -2928.0}) == pytest.approx(3568.0)
+
+
+def test_budget_curve_borrows_free_runs_only_with_the_same_free_params(tmp_path):
+    """A stronger-teacher study without a free cell is paired with the free runs of a study whose params differ only
+    in the teacher's training and the schedule; a schedule with shared steps is flagged degenerate."""
+    free = (0.70, 0.71, 0.69)
+    _study(tmp_path, "small", 1000, {"ref": (0.75, 0.765, 0.74), "free": free})
+    _study(tmp_path, "strong", 1000, {"ref": (0.80, 0.815, 0.79)}, teacher=0.91)
+    for name, distill in (("small", {"epochs": 150, "tau": 3.0}), ("strong", {"epochs": 150, "tau": 15.0})):
+        path = tmp_path / name / "params.yaml"
+        path.write_text(yaml.safe_dump({**yaml.safe_load(path.read_text()), "distill": distill}))
+    for s in range(3):  # the strong teacher's students ran with a degenerate schedule
+        m = tmp_path / f"strong/results/cells/ref/s{s}/metrics.json"
+        m.write_text(json.dumps({**json.loads(m.read_text()), "checkpoints": [0, 0, 0, 0, 0, 12]}))
+    t = evidence.budget_curve(["small", "strong"], students=("ref",), out=str(tmp_path)).set_index("study")
+    assert t.loc["strong", "free_from"] == "small" and t.loc["strong", "diff_mean"] == pytest.approx(30.5 / 3)
+    assert t.loc["strong", "degenerate"] and t.loc["strong", "setup"] == "augmented, tau 15, c degenerate"
+    assert t.loc["small", "free_from"] == "small" and t.loc["small", "setup"] == "default"
+    (tmp_path / "docs/evidence").mkdir(parents=True)
+    evidence.budget_curve(["small", "strong"], students=("ref",), out=str(tmp_path)).to_csv(
+        tmp_path / "docs/evidence/budget_curve.csv", index=False)
+    text = readme.budget_curve(str(tmp_path))
+    assert "[0, 0, 0, 0, 0, 12] (15) **degenerate**" in text and "| 70.00† |" in text
+    assert "† free runs of `docs/evidence/small/`" in text
+    assert "- augmented teacher (τ 15, c degenerate), ref − free: 1k +10.17 pt" in text
+    # the student rule differs (another epoch cap): the free runs are not the ones this study would have made
+    path = tmp_path / "strong/params.yaml"
+    path.write_text(yaml.safe_dump({**yaml.safe_load(path.read_text()), "distill": {"epochs": 20, "tau": 15.0}}))
+    t = evidence.budget_curve(["small", "strong"], students=("ref",), out=str(tmp_path))
+    assert list(t.study) == ["small"]

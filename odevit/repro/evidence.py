@@ -29,7 +29,7 @@ import shutil
 import subprocess
 import sys
 import time
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import pandas as pd
 import yaml
@@ -213,29 +213,79 @@ def progress(root: str) -> pd.DataFrame:
 
 
 BUDGETS = ("budget_fmnist_1k", "budget_fmnist_3k", "budget_fmnist_10k", "converged_fmnist")  # the curve's points
-STRONG_TEACHER = ("strong_teacher_fmnist_1k", "strong_teacher_fmnist_55k")  # the same, distilled from a stronger teacher
+STRONG_TEACHER = ("strong_teacher_fmnist_1k", "strong_teacher_tau15_fmnist_1k",  # a stronger teacher: tau 3 (the
+                  "strong_teacher_tau15_fmnist_55k")  # default; its schedule degenerates), tau 15 (scaled to it)
+# what a free ODE's training does not read: the teacher's training and the checkpoint schedule (it has no teacher)
+_NOT_FREE = {"teacher": ("epochs", "lr", "weight_decay", "warmup", "cycles", "clip", "label_smoothing", "augment",
+                         "patience", "min_delta_pts"),
+             "distill": ("tau", "schedule", "schedule_points", "distance_tokens", "distance_batches")}
+
+
+def _params_of(root: str) -> Dict[str, Any]:
+    path = os.path.join(root, "params.yaml")
+    return yaml.safe_load(open(path)) if os.path.isfile(path) else {}
 
 
 def teacher_of(root: str) -> Dict[str, Any]:
     """The teacher a snapshot's students were distilled from: 'augmented' when its params trained the teacher with
-    augmentation (presets/strong_teacher_*.yaml), else 'default'; with its test Acc@1 (%), epochs run and whether its
-    validation curve had flattened (NaN / None without the stage)."""
-    params = yaml.safe_load(open(os.path.join(root, "params.yaml"))) if os.path.isfile(
-        os.path.join(root, "params.yaml")) else {}
+    augmentation (presets/strong_teacher_*.yaml), else 'default'; with its test Acc@1 (%), epochs run, whether its
+    validation curve had flattened (NaN / None without the stage) and the schedule temperature tau (distill.tau)."""
+    params = _params_of(root)
     m = os.path.join(root, "results", "02_teacher", "metrics.json")
     t = pipeline.read_json(m) if os.path.isfile(m) else {}
     return {"teacher": "augmented" if (params.get("teacher") or {}).get("augment") else "default",
             "teacher_acc1": 100 * t["acc1"] if "acc1" in t else math.nan,
-            "teacher_epochs": t.get("epochs_run", math.nan), "teacher_converged": t.get("converged")}
+            "teacher_epochs": t.get("epochs_run", math.nan), "teacher_converged": t.get("converged"),
+            "tau": float((params.get("distill") or {}).get("tau", math.nan))}
+
+
+def free_rule(params: Mapping[str, Any]) -> Dict[str, Any]:
+    """The params a free ODE's run depends on: all of them but the teacher's training and the schedule (`_NOT_FREE`),
+    and only the study's seeds and training images."""
+    out = {k: v for k, v in params.items() if k not in ("study", "dynamics", "report", "bench")}
+    for section, keys in _NOT_FREE.items():
+        out[section] = {k: v for k, v in (params.get(section) or {}).items() if k not in keys}
+    study = params.get("study") or {}
+    return {**out, "study": {k: study.get(k) for k in ("seeds", "train_limit")}}
+
+
+def free_runs(name: str, cells: pd.DataFrame, free: str = "free", out: str = EVIDENCE,
+              candidates: Sequence[str] = BUDGETS) -> Tuple[pd.DataFrame, Optional[str]]:
+    """The free ODE runs a study's students are paired with, and the study they come from: its own, else (a
+    stronger-teacher study without a free cell) those of a `candidates` study whose free runs read the same params
+    (`free_rule`) on as many training images (a free ODE has no teacher: they are the runs this study would have
+    made). (empty, None) if none."""
+    own = cells[cells.cell == free]
+    if len(own):
+        return own, name
+    rule = free_rule(_params_of(os.path.join(out, name)))
+    for other in candidates:
+        root = os.path.join(out, other)
+        if other == name or not os.path.isdir(os.path.join(root, "results", "cells", free)):
+            continue
+        if free_rule(_params_of(root)) == rule:
+            c = collect(os.path.join(root, "results"))
+            c = c[c.cell == free]
+            if set(c.train_images) == set(cells.train_images):  # and on the same images
+                return c, other
+    return own, None
+
+
+def _schedule(g: pd.DataFrame) -> str:
+    """The students' checkpoint schedule c ('[3, 4, 5, 7, 9, 12]'; '–' without it; 'varies' if the runs differ)."""
+    cs = {str(list(c)) for c in g.get("checkpoints", pd.Series(dtype=object)) if isinstance(c, (list, tuple))}
+    return cs.pop() if len(cs) == 1 else ("varies" if cs else "–")
 
 
 def budget_curve(names: Sequence[str] = BUDGETS + STRONG_TEACHER, students: Sequence[str] = ("ref", "ce"),
                  free: str = "free", out: str = EVIDENCE) -> pd.DataFrame:
     """When does a teacher help: for each evidence study of `names` that exists (one budget and teacher each) and each
-    student, the paired difference student - free ODE in Acc@1 points over their common seeds, its 95 % t interval and
-    the verdict on "the teacher helps" (> 0), Holm-adjusted over every (budget, teacher, student) row (no row before a
-    seed of both has finished); with the budget's training images, the teacher (`teacher_of`), the runs converged of
-    those compared and whether every planned run is in."""
+    student, the paired difference student - free ODE in Acc@1 points over their common seeds (the free runs its own
+    or, for a study without them, those of the default-teacher study with the same free params: `free_runs`), its 95 %
+    t interval and the verdict on "the teacher helps" (> 0; p two-sided), Holm-adjusted over every (budget, teacher,
+    student) row (no row before a seed of both has finished); with the budget's training images, the teacher
+    (`teacher_of`), the schedule c and whether two teacher layers share a step in it (degenerate), the runs converged
+    of those compared and whether every planned run is in."""
     rows = []
     for name in names:
         root = os.path.join(out, name)
@@ -243,7 +293,8 @@ def budget_curve(names: Sequence[str] = BUDGETS + STRONG_TEACHER, students: Sequ
             continue
         meta = pipeline.read_json(os.path.join(root, "study.json"))
         cells = collect(os.path.join(root, "results"))
-        f = cells[cells.cell == free].set_index("seed")
+        f, free_from = free_runs(name, cells, free, out, candidates=names)
+        f = f.set_index("seed")
         for student in students:
             g = cells[cells.cell == student].set_index("seed")
             seeds = sorted(set(g.index) & set(f.index))
@@ -252,8 +303,11 @@ def budget_curve(names: Sequence[str] = BUDGETS + STRONG_TEACHER, students: Sequ
             d = [100 * (g.acc1[s] - f.acc1[s]) for s in seeds]
             e = stats.estimate(d, "greater")
             both = pd.concat([g.loc[seeds], f.loc[seeds]])
-            rows.append({"study": name, "train_images": int(cells.train_images.max()), **teacher_of(root),
-                         "student": student, "seeds": len(seeds),
+            c = _schedule(g.loc[seeds])
+            steps = [int(x) for x in c.strip("[]").split(",")] if c.startswith("[") else []
+            rows.append({"study": name, "train_images": int(g.train_images.max()), **teacher_of(root),
+                         "schedule": c, "degenerate": bool(steps) and (len(set(steps)) < len(steps) or steps[0] == 0),
+                         "student": student, "seeds": len(seeds), "free_from": free_from,
                          "student_acc1": 100 * g.acc1[seeds].mean(), "free_acc1": 100 * f.acc1[seeds].mean(),
                          "diff_mean": e["mean"],
                          "ci_low": e["ci_low"], "ci_high": e["ci_high"], "p_vs_null": e["p_vs_null"],
@@ -266,9 +320,18 @@ def budget_curve(names: Sequence[str] = BUDGETS + STRONG_TEACHER, students: Sequ
     t.loc[ok, "holm_p"] = stats.holm(t.p_vs_null[ok].to_numpy())
     t["verdict"] = [stats.verdict(r.est, None if math.isnan(r.holm_p) else r.holm_p) for r in t.itertuples()]
     t["replication"] = [stats.replication(r.est) for r in t.itertuples()]
-    return t.drop(columns="est").sort_values(["teacher", "student", "train_images"],
-                                             key=lambda c: c.map({"default": 0}).fillna(1) if c.name == "teacher"
-                                             else c).reset_index(drop=True)
+    t["setup"] = [setup(r) for r in t.itertuples()]
+    order = {s: i for i, s in enumerate(dict.fromkeys(sorted(t.setup, key=lambda s: (s != "default", s))))}
+    return t.drop(columns="est").sort_values(["setup", "student", "train_images"],
+                                             key=lambda c: c.map(order) if c.name == "setup" else c).reset_index(drop=True)
+
+
+def setup(r: Any) -> str:
+    """A budget-curve row's teacher setup: 'default', or the teacher kind with its tau and whether its schedule
+    degenerates ('augmented, tau 3, c degenerate')."""
+    if r.teacher == "default":
+        return "default"
+    return r.teacher + ("" if math.isnan(r.tau) else f", tau {r.tau:g}") + (", c degenerate" if r.degenerate else "")
 
 
 def _images(n: int) -> str:
@@ -277,20 +340,23 @@ def _images(n: int) -> str:
 
 def budget_figure(t: pd.DataFrame, path: str) -> str:
     """Student - free ODE (points, mean and 95 % interval) against the student's training images (log axis, ticks at
-    the budgets): colour = student, solid circles = the default teacher, dashed squares = the augmented one."""
+    the budgets): colour = student, solid circles = the default teacher, open markers and dashed / dotted lines = the
+    other teacher setups (`setup`), in their order in `t`."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
     colours = {s: f"C{i}" for i, s in enumerate(dict.fromkeys(t.student))}
     shift = {s: 1 / 1.05 if i == 0 else 1.05 ** i for i, s in enumerate(colours)}  # side by side, not on top
-    for (teacher, student), g in t.groupby(["teacher", "student"], sort=False):
+    setups = list(dict.fromkeys(t.setup if "setup" in t else ["default"] * len(t)))
+    look = [("o", "-", None), ("s", "--", "white"), ("^", ":", "white"), ("D", "-.", "white")]
+    for (su, student), g in t.assign(setup=t.setup if "setup" in t else "default").groupby(["setup", "student"], sort=False):
         g = g.sort_values("train_images")
-        strong = teacher != "default"
-        label = f"{student} − free" + (f" ({teacher} teacher)" if strong else "")
-        ax.errorbar(g.train_images * shift[student] * (1.02 if strong else 1), g.diff_mean,
+        i = setups.index(su)
+        marker, ls, mfc = look[i % len(look)]
+        ax.errorbar(g.train_images * shift[student] * 1.02 ** i, g.diff_mean,
                     yerr=[g.diff_mean - g.ci_low, g.ci_high - g.diff_mean], color=colours[student],
-                    marker="s" if strong else "o", ls="--" if strong else "-", mfc="white" if strong else None,
-                    capsize=3, label=label)
+                    marker=marker, ls=ls, mfc=mfc, capsize=3,
+                    label=f"{student} − free" + ("" if su == "default" else f"\n({su.replace('tau', 'τ')})"))
     ax.axhline(0, color="k", lw=0.8, ls=":")
     ax.set_xscale("log")
     ticks = sorted(set(int(x) for x in t.train_images))
@@ -299,7 +365,8 @@ def budget_figure(t: pd.DataFrame, path: str) -> str:
     ax.set_xlim(min(ticks) / 1.5, max(ticks) * 1.5)
     ax.set_xlabel("student's training images (log scale)")
     ax.set_ylabel("Acc@1 student − free ODE (pt)\nmean and 95 % interval over seeds")
-    ax.set_title("When does the teacher help? > 0: the distilled student is better", fontsize=10)
+    ax.set_title("When does the teacher help? > 0: the distilled student is better\n"
+                 "(every teacher was trained on all 55k training images)", fontsize=9)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -24,7 +24,7 @@ import yaml
 
 from . import stats
 from .bench import VIT, activation_markdown, bf16_skipped
-from .evidence import EVIDENCE, n_converged, progress
+from .evidence import BUDGETS, EVIDENCE, STRONG_TEACHER, n_converged, progress
 from .machine import machine_info
 from .pipeline import write_json
 from .report import to_markdown
@@ -409,24 +409,37 @@ def converged_study(root: str = ".") -> str:
 
 def budget_curve(root: str = ".") -> str:
     """The budget curve (docs/evidence/budget_curve.csv, `python -m odevit.repro.evidence budget`): student − free
-    ODE at each training-set size, with intervals and verdicts, and its figure."""
+    ODE at each training-set size and teacher setup, with intervals and verdicts, and its figure."""
     path = os.path.join(root, EVIDENCE, "budget_curve.csv")
     if not os.path.isfile(path):
         return ("Not run yet: the points are `presets/budget_fmnist_{1k,3k,10k}.yaml` and the converged study (55k), "
-                "the stronger teacher's `presets/strong_teacher_fmnist_{1k,55k}.yaml`; "
+                "the stronger teacher's `presets/strong_teacher_*.yaml`; "
                 "`python -m odevit.repro.evidence budget` draws the curve from their snapshots.")
     t = pd.read_csv(path)
-    rows = ["| training images | teacher (test Acc@1 %) | student − free | seeds | student Acc@1 (%) | free Acc@1 (%) "
-            "| difference [95 % CI] (pt) | Holm p | replicates | converged | all runs in | verdict (> 0: the teacher helps) |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| training images | teacher (test Acc@1 %) | schedule c (τ) | student − free | seeds | student Acc@1 (%) | "
+            "free Acc@1 (%) | difference [95 % CI] (pt) | Holm p | replicates | converged | all runs in | "
+            "verdict (> 0: the teacher helps) |", "|" + "---|" * 13]
+    borrowed = {}
     for r in t.itertuples():
-        teacher = _teacher(r)
-        rows.append(f"| {r.train_images:,} | {teacher} | {r.student} − free | {r.seeds} | {r.student_acc1:.2f} | {r.free_acc1:.2f} | "
-                    f"{_num(r.diff_mean, True)} {_ci(r.ci_low, r.ci_high, True)} | "
+        mark = ""
+        if isinstance(getattr(r, "free_from", None), str) and r.free_from != r.study:
+            mark = borrowed.setdefault(r.free_from, "†" * (len(borrowed) + 1))
+        c = getattr(r, "schedule", "–")
+        tau = getattr(r, "tau", math.nan)
+        sched = f"{c}" + ("" if pd.isna(tau) else f" ({tau:g})") + (" **degenerate**" if getattr(r, "degenerate", False) is True else "")
+        rows.append(f"| {r.train_images:,} | {_teacher(r)} | {sched} | {r.student} − free | {r.seeds} | {r.student_acc1:.2f} | "
+                    f"{r.free_acc1:.2f}{mark} | {_num(r.diff_mean, True)} {_ci(r.ci_low, r.ci_high, True)} | "
                     f"{'–' if pd.isna(r.holm_p) else f'{r.holm_p:.3f}'} | "
                     f"{'–' if pd.isna(getattr(r, 'replication', math.nan)) else f'{r.replication:.2f}'} | {r.converged} | {'yes' if r.complete else 'no'} | "
                     f"**{r.verdict}** |")
-    return ("\n".join(rows) + "\n\n" + budget_reading(t) + f"\n\n![budget curve]({EVIDENCE}/budget_curve.png)")
+    notes = "".join(f"\n\n{m} free runs of `{EVIDENCE}/{s}/` (same params but the teacher's and the schedule's: "
+                    "a free ODE has no teacher)." for s, m in borrowed.items())
+    shown = set(t.study)
+    absent = [f"`{n}`" + (" (snapshotted, no pair finished yet)" if os.path.isfile(os.path.join(root, EVIDENCE, n, "study.json"))
+                          else "") for n in BUDGETS + STRONG_TEACHER if n not in shown]
+    todo = f"\n\nNot in the table yet: {', '.join(absent)} (`presets/<name>.yaml`)." if absent else ""
+    return ("\n".join(rows) + notes + todo + "\n\n" + budget_reading(t)
+            + f"\n\n![budget curve]({EVIDENCE}/budget_curve.png)")
 
 
 def _teacher(r) -> str:
@@ -438,21 +451,26 @@ def _teacher(r) -> str:
 
 
 def budget_reading(t: pd.DataFrame) -> str:
-    """What the budget curve shows, from its verdicts: per teacher and student, each budget's difference and what
-    its verdict says (helps = supports, hurts = contradicts, no verdict), and between which budgets the teacher
+    """What the budget curve shows, from its verdicts: per teacher setup and student, each budget's difference and
+    what its verdict says (helps = supports, hurts = contradicts, no verdict), and between which budgets the teacher
     stops helping when a budget where it helps is followed by a larger one where it hurts."""
     say = {"supports": "helps", "contradicts": "hurts"}
     lines = []
-    teacher = t["teacher"] if "teacher" in t else pd.Series("default", index=t.index)
-    for (who, student), g in t.groupby([teacher, "student"], sort=False):
+    who = t["setup"] if "setup" in t else (t["teacher"] if "teacher" in t else pd.Series("default", index=t.index))
+    for (su, student), g in t.groupby([who, "student"], sort=False):
         g = g.sort_values("train_images")
         word = [say.get(v, "no verdict") for v in g.verdict]
-        line = f"- {who} teacher, {student} − free: " + ", ".join(
+        kind, _, rest = su.replace("tau", "τ").partition(", ")
+        line = f"- {kind} teacher{f' ({rest})' if rest else ''}, {student} − free: " + ", ".join(
             f"{n / 1000:g}k {d:+.2f} pt ({w})" for n, d, w in zip(g.train_images, g.diff_mean, word))
         helps = [n for n, w in zip(g.train_images, word) if w == "helps"]
         hurts = [n for n, w in zip(g.train_images, word) if w == "hurts" and helps and n > max(helps)]
         if helps and hurts:
             line += f"; it stops helping between {max(helps) / 1000:g}k and {min(hurts) / 1000:g}k images"
+        n, d = list(g.train_images), list(g.diff_mean)
+        flip = [(a, b) for a, b, x, y in zip(n, n[1:], d, d[1:]) if x > 0 > y]
+        if flip and len(g) > 2:
+            line += f"; its mean turns negative between {flip[0][0] / 1000:g}k and {flip[0][1] / 1000:g}k"
         lines.append(line + ".")
     return "What it shows (computed from the verdicts above):\n\n" + "\n".join(lines)
 
