@@ -42,12 +42,17 @@ def _reference(root: str) -> str:
         return yaml.safe_load(f)["study"]["reference"]
 
 
-def _num(x: float, signed: bool = False) -> str:
-    return f"{x:+.3g}" if signed else f"{x:.3g}"
+def _num(x: float, signed: bool = False, digits: int = 3) -> str:
+    return f"{x:+.{digits}g}" if signed else f"{x:.{digits}g}"
 
 
-def _ci(lo: float, hi: float, signed: bool) -> str:
-    return "–" if pd.isna(lo) else f"[{_num(lo, signed)}, {_num(hi, signed)}]"
+def _ci(lo: float, hi: float, signed: bool, digits: int = 3) -> str:
+    return "–" if pd.isna(lo) else f"[{_num(lo, signed, digits)}, {_num(hi, signed, digits)}]"
+
+
+def _digits(unit: str) -> int:
+    """Significant digits of a claims row: 4 for a ratio (near 1, 3 would print 1.0038 as 1), else 3."""
+    return 4 if unit == "ratio" else 3
 
 
 def _predicts(r: Any) -> str:
@@ -63,7 +68,7 @@ def _tests(r: Any) -> str:
     the classes (`stats.verdict`'s unit_p) and the probability that a replicate on another machine decides what the
     intervals decide (`stats.replication`), where the row has them."""
     parts = ([] if pd.isna(r.holm_p) else [f"Holm p {r.holm_p:.3f}"]) + (
-        [] if pd.isna(getattr(r, "unit_p", math.nan)) else [f"p over the classes ≤ {r.unit_p:.2f} per seed"]) + (
+        [] if pd.isna(getattr(r, "unit_p", math.nan)) else [f"largest p over the classes and seeds {r.unit_p:.3g}"]) + (
         [] if pd.isna(getattr(r, "replication", math.nan)) else [f"replicates {r.replication:.2f}"])
     return f" ({' · '.join(parts)})" if parts else ""
 
@@ -76,6 +81,7 @@ def claims_table(root: str = ".", measured_only: bool = False) -> str:
 
     c = pd.read_csv(os.path.join(root, "results/07_report/claims.csv"), keep_default_na=False,
                     na_values=[""]).fillna({"vs_paper": "", "finding": ""})
+    counts = summary_line(c)
     if measured_only:
         c = c[c.verdict != stats.NOT_MEASURED]
     rows = ["| claim | source | paper predicts | ours (mean ± std) | seeds | 95 % CI | paper | vs paper | verdict |",
@@ -83,16 +89,17 @@ def claims_table(root: str = ".", measured_only: bool = False) -> str:
     for r in c.itertuples():
         signed = r.unit in ("pt", "%", "r", "exponent")
         pred = _predicts(r)
-        ours = "–" if pd.isna(r.ours_mean) else _num(r.ours_mean, signed) + (
+        k = _digits(r.unit)
+        ours = "–" if pd.isna(r.ours_mean) else _num(r.ours_mean, signed, k) + (
             "" if pd.isna(r.ours_std) else f" ± {r.ours_std:.2g}")
         holm = _tests(r)
         note = f"; {r.finding}" if r.direction == "none" and r.finding else ""
         rows.append(f"| `{r.claim}` | {r.source} | {pred} | {ours} {r.unit} | {r.seeds} | "
-                    f"{_ci(r.ci_low, r.ci_high, signed)} | {r.paper} | {r.vs_paper or '–'} | "
+                    f"{_ci(r.ci_low, r.ci_high, signed, k)} | {r.paper} | {r.vs_paper or '–'} | "
                     f"**{r.verdict}**{holm}{note} |")
     cells = collect(os.path.join(root, "results"))
     cells = cells[cells.cell == _reference(root)]
-    return ("\n".join(rows) + f"\n\nVerdicts of this run: **{summary_line(c)}**. The reference's seed spread here is "
+    return ("\n".join(rows) + f"\n\nVerdicts of this run: **{counts}**. The reference's seed spread here is "
             f"{100 * cells.acc1.std(ddof=1):.2f} pt (std of Acc@1 over its {len(cells)} seeds).")
 
 
@@ -376,12 +383,18 @@ def converged_study(root: str = ".") -> str:
     meta = _json(os.path.join(path, "study.json"))
     head = (f"`{meta['command']}` (commit {meta['commit']}) on {_cpu(meta['machine'])}, {meta['machine'].get('cuda_device') or 'no GPU'}, {meta['date']}: "
             f"**{meta['runs_finished']} of {meta['runs_planned']} runs finished, {meta['runs_converged']} converged** "
-            f"by the validation rule; {meta['train_s'] / 3600:.1f} h of training so far"
+            f"by the validation rule; {meta['train_s'] / 3600:.1f} h of training "
+            + ("in all" if meta["complete"] else "so far")
             + (f", {meta['wall_s'] / 3600:.1f} h wall" if "wall_s" in meta else "") + "."
             + "".join(f" {n}" for n in meta.get("notes", [])))
+    params = yaml.safe_load(open(os.path.join(path, "params.yaml"))) if os.path.isfile(os.path.join(path, "params.yaml")) else {}
+    limit = (params.get("study") or {}).get("robustness_test_limit")
+    test = (params.get("base") or {}).get("test_limit")
     runs = (to_markdown(progress(path).fillna("–")) + "\n\nAcc@1 at N/2, N, 2N: the trained model integrated with "
-            "that many solver steps, on the first `study.robustness_test_limit` test images (N = the trained steps)."
-            f"\n\n![validation curves]({CONVERGED}/curves.png)")
+            "that many solver steps, on the first " + (f"{limit:,}" if limit else "`study.robustness_test_limit`")
+            + " test images (`study.robustness_test_limit`; N = the trained steps); test Acc@1 on "
+            + (f"the first {test:,} test images." if test else "the whole test split.")
+            + f"\n\n![validation curves]({CONVERGED}/curves.png)")
     if meta["complete"]:
         from .report import summary_line
 
