@@ -244,7 +244,11 @@ def test_ablation_table_holm_over_the_family_and_figures(tmp_path):
     c = report.claims(str(root))
     fig = report.claims_figure(c, "x")
     shown = c[c.ours_mean.notna()]
-    assert len(fig.axes) == shown.unit.nunique()  # one panel per unit
+    # one panel per unit, and the equivalence rows (0 ± margin) in a panel of their own beside their unit's
+    equiv = shown[shown.direction == "equivalent"]
+    assert len(equiv) and len(fig.axes) == shown.unit.nunique() + equiv.unit.nunique()
+    equiv_ax = [ax for ax in fig.axes if ax.get_xlabel().endswith("equivalence rows")]
+    assert [t.get_text() for ax in equiv_ax for t in ax.get_yticklabels()] == list(equiv.claim)
     assert sum(len(ax.get_yticks()) for ax in fig.axes) == len(shown)  # every claim with an estimate is drawn
 
 

@@ -399,18 +399,21 @@ def claims_figure(claims_: pd.DataFrame, title: str = ""):
     import matplotlib.pyplot as plt
 
     c = claims_[claims_.ours_mean.notna()].reset_index(drop=True)
-    units = list(dict.fromkeys(c.unit))
-    main = max(units, key=lambda u: (c.unit == u).sum())
+    # one panel per unit; the equivalence rows (0 ± margin, e.g. a step-count collapse of tens of points) get their
+    # own, so that their range does not squeeze the headline intervals next to them
+    c["panel"] = [u + (" (equivalence)" if d == "equivalent" else "") for u, d in zip(c.unit, c.direction)]
+    units = list(dict.fromkeys(c.panel))
+    main = max(units, key=lambda u: (c.panel == u).sum())
     rest = [u for u in units if u != main]
-    n_main, n_rest = (c.unit == main).sum(), sum((c.unit == u).sum() for u in rest)
-    fig = plt.figure(figsize=(15, 0.42 * max(n_main, n_rest + 1.2 * len(rest)) + 2.2))
+    n_main, n_rest = (c.panel == main).sum(), sum((c.panel == u).sum() for u in rest)
+    fig = plt.figure(figsize=(12, 0.45 * max(n_main, n_rest + 1.2 * len(rest)) + 2.4))
     gs = fig.add_gridspec(max(len(rest), 1), 2, width_ratios=(1.1, 1),
-                          height_ratios=[(c.unit == u).sum() + 1 for u in rest] or [1])
+                          height_ratios=[(c.panel == u).sum() + 1 for u in rest] or [1])
     axes = {main: fig.add_subplot(gs[:, 0])}
     for i, u in enumerate(rest):
         axes[u] = fig.add_subplot(gs[i, 1])
     for u, ax in axes.items():
-        g = c[c.unit == u].reset_index(drop=True)
+        g = c[c.panel == u].reset_index(drop=True)
         for i, r in g.iterrows():
             col = VERDICT_COLORS.get(r.verdict, "k")
             lo, hi = r.ci_low, r.ci_high
@@ -422,20 +425,24 @@ def claims_figure(claims_: pd.DataFrame, title: str = ""):
                 ax.plot([r.null, r.null], [i - 0.35, i + 0.35], color="k", ls="--", lw=0.9)
             if not math.isnan(r.margin):
                 ax.fill_betweenx([i - 0.3, i + 0.3], r.null - r.margin, r.null + r.margin, color="#1a9850", alpha=0.12)
-        ax.set_yticks(range(len(g)), g.claim, fontsize=8)
+        ax.set_yticks(range(len(g)), g.claim, fontsize=9)
         ax.set_ylim(len(g) - 0.5, -0.5)
+        unit = g.unit.iloc[0]
         ax.set_xlabel({"pt": "Acc@1 difference (pt)", "%": "difference (% of the free model's Acc@1)",
                        "ratio": "Acc@1 student / teacher", "x": "parameter ratio teacher / student",
                        "r": "correlation r", "exponent": "mean CLS exponent difference",
-                       "fraction": "fraction of (image, step) within the bound"}.get(u, u), fontsize=8)
-        ax.tick_params(axis="x", labelsize=8)
+                       "fraction": "fraction of (image, step) within the bound"}.get(unit, unit)
+                      + (" — equivalence rows" if u != unit else ""), fontsize=9)
+        ax.tick_params(axis="x", labelsize=9)
+        ax.xaxis.set_major_locator(plt.MaxNLocator(6))
     handles = [plt.Line2D([], [], marker="o", ls="", color=VERDICT_COLORS[v], label=v)
                for v in dict.fromkeys(c.verdict) if v in VERDICT_COLORS]
     handles += [plt.Line2D([], [], marker="D", ls="", mfc="none", mec="k", label="the paper's value"),
                 plt.Line2D([], [], ls="--", color="k", label="null"),
                 plt.Rectangle((0, 0), 1, 1, color="#1a9850", alpha=0.12, label="equivalence margin")]
-    fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=8, frameon=False,
-               bbox_to_anchor=(0.5, 0.965))
-    fig.suptitle(f"Claims of the paper: ours (mean, 95% CI) vs the paper's value. {title}", fontsize=10, y=0.995)
-    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    top = 1 - 0.8 / fig.get_figheight()  # title and legend: about 0.8 inch
+    fig.legend(handles=handles, loc="upper center", ncol=min(len(handles), 4), fontsize=9, frameon=False,
+               bbox_to_anchor=(0.5, 1 - 0.38 / fig.get_figheight()))
+    fig.suptitle(f"Claims of the paper: ours (mean, 95% CI) vs the paper's value.\n{title}", fontsize=10, y=0.995)
+    fig.tight_layout(rect=(0, 0, 1, top))
     return fig
