@@ -235,3 +235,33 @@ def test_budget_curve_borrows_free_runs_only_with_the_same_free_params(tmp_path)
     path.write_text(yaml.safe_dump({**yaml.safe_load(path.read_text()), "distill": {"epochs": 20, "tau": 15.0}}))
     t = evidence.budget_curve(["small", "strong"], students=("ref",), out=str(tmp_path))
     assert list(t.study) == ["small"]
+
+
+def test_teacher_strength_pairs_students_of_the_same_rule_and_flips_with_the_data(tmp_path):
+    """The stronger teacher's students against the default teacher's of the same seeds, budget and student rule:
+    better in every seed supports "> 0", worse in every seed contradicts it, mixed seeds decide nothing; a default
+    study with another student rule is not a baseline."""
+    _study(tmp_path, "small", 1000, {"ref": (0.75, 0.765, 0.74), "ce": (0.76, 0.775, 0.75), "free": (0.7,) * 3})
+    _study(tmp_path, "strong", 1000, {"ref": (0.80, 0.812, 0.795), "ce": (0.77, 0.765, 0.752)}, teacher=0.91)
+    for name, tau in (("small", 3.0), ("strong", 15.0)):
+        path = tmp_path / name / "params.yaml"
+        path.write_text(yaml.safe_dump({**yaml.safe_load(path.read_text()), "distill": {"epochs": 150, "tau": tau}}))
+    t = evidence.teacher_strength(["strong"], out=str(tmp_path), candidates=["small", "strong"]).set_index("student")
+    assert list(t.baseline) == ["small", "small"] and list(t.seeds) == [3, 3]
+    assert t.loc["ref", "diff_mean"] == pytest.approx((5 + 4.7 + 5.5) / 3) and t.loc["ref", "verdict"] == "supports"
+    assert t.loc["ce", "diff_mean"] == pytest.approx((1 - 1 + 0.2) / 3)
+    assert t.loc["ce", "verdict"] == "inconclusive at this budget"
+    assert t.loc["ref", "holm_p"] == pytest.approx(2 * min(t.p_vs_null))  # Holm over the two rows
+    for s, v in enumerate((0.70, 0.712, 0.695)):  # the stronger teacher's ref students now lose about 5 pt in every seed
+        m = tmp_path / f"strong/results/cells/ref/s{s}/metrics.json"
+        m.write_text(json.dumps({**json.loads(m.read_text()), "acc1": v}))
+    t = evidence.teacher_strength(["strong"], out=str(tmp_path), candidates=["small", "strong"]).set_index("student")
+    assert t.loc["ref", "diff_mean"] == pytest.approx(-(5 + 5.3 + 4.5) / 3) and t.loc["ref", "verdict"] == "contradicts"
+    (tmp_path / "docs/evidence").mkdir(parents=True)
+    t.reset_index().to_csv(tmp_path / "docs/evidence/teacher_strength.csv", index=False)
+    text = readme.teacher_strength(str(tmp_path))
+    assert "| 1,000 | augmented, τ 15 (91.00) | – | ref | 3 | 70.23 | 75.17 (c = –) | -4.93 [" in text
+    assert "**contradicts**" in text and "`docs/evidence/small/`" in text
+    path = tmp_path / "strong/params.yaml"  # another student rule (epoch cap): the default study is no baseline
+    path.write_text(yaml.safe_dump({**yaml.safe_load(path.read_text()), "distill": {"epochs": 20, "tau": 15.0}}))
+    assert not len(evidence.teacher_strength(["strong"], out=str(tmp_path), candidates=["small", "strong"]))

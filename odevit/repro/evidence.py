@@ -249,32 +249,49 @@ def free_rule(params: Mapping[str, Any]) -> Dict[str, Any]:
     return {**out, "study": {k: study.get(k) for k in ("seeds", "train_limit")}}
 
 
+def matched_runs(name: str, cell: str, cells: pd.DataFrame, out: str = EVIDENCE,
+                 candidates: Sequence[str] = BUDGETS) -> Tuple[pd.DataFrame, Optional[str]]:
+    """The runs of `cell` in the first `candidates` study (not `name`) whose params differ from `name`'s only in the
+    teacher's training and the schedule (`free_rule`), with the same spec of `cell` where `name` has one, on as many
+    training images as `cells` (the study's runs): the runs `name` would have made, or made with the other teacher.
+    (empty, None) if none."""
+    params = _params_of(os.path.join(out, name))
+    rule, spec = free_rule(params), ((params.get("study") or {}).get("cells") or {}).get(cell)
+    for other in candidates:
+        root = os.path.join(out, other)
+        if other == name or not os.path.isdir(os.path.join(root, "results", "cells", cell)):
+            continue
+        theirs = _params_of(root)
+        if free_rule(theirs) != rule or (spec is not None and theirs["study"]["cells"].get(cell) != spec):
+            continue
+        c = collect(os.path.join(root, "results"))
+        c = c[c.cell == cell]
+        if set(c.train_images) == set(cells.train_images):  # and on the same images
+            return c, other
+    return cells.iloc[:0], None
+
+
 def free_runs(name: str, cells: pd.DataFrame, free: str = "free", out: str = EVIDENCE,
               candidates: Sequence[str] = BUDGETS) -> Tuple[pd.DataFrame, Optional[str]]:
     """The free ODE runs a study's students are paired with, and the study they come from: its own, else (a
     stronger-teacher study without a free cell) those of a `candidates` study whose free runs read the same params
-    (`free_rule`) on as many training images (a free ODE has no teacher: they are the runs this study would have
-    made). (empty, None) if none."""
+    (`matched_runs`: a free ODE has no teacher, they are the runs this study would have made). (empty, None) if
+    none."""
     own = cells[cells.cell == free]
-    if len(own):
-        return own, name
-    rule = free_rule(_params_of(os.path.join(out, name)))
-    for other in candidates:
-        root = os.path.join(out, other)
-        if other == name or not os.path.isdir(os.path.join(root, "results", "cells", free)):
-            continue
-        if free_rule(_params_of(root)) == rule:
-            c = collect(os.path.join(root, "results"))
-            c = c[c.cell == free]
-            if set(c.train_images) == set(cells.train_images):  # and on the same images
-                return c, other
-    return own, None
+    return (own, name) if len(own) else matched_runs(name, free, cells, out, candidates)
 
 
 def _schedule(g: pd.DataFrame) -> str:
     """The students' checkpoint schedule c ('[3, 4, 5, 7, 9, 12]'; '–' without it; 'varies' if the runs differ)."""
     cs = {str(list(c)) for c in g.get("checkpoints", pd.Series(dtype=object)) if isinstance(c, (list, tuple))}
     return cs.pop() if len(cs) == 1 else ("varies" if cs else "–")
+
+
+def degenerate(schedule: str) -> bool:
+    """Whether a checkpoint schedule ('[0, 0, 0, 0, 0, 12]', `_schedule`) puts two teacher layers at one step or one
+    at step 0 (the student's input)."""
+    steps = [int(x) for x in schedule.strip("[]").split(",")] if schedule.startswith("[") else []
+    return bool(steps) and (len(set(steps)) < len(steps) or steps[0] == 0)
 
 
 def budget_curve(names: Sequence[str] = BUDGETS + STRONG_TEACHER, students: Sequence[str] = ("ref", "ce"),
@@ -304,9 +321,8 @@ def budget_curve(names: Sequence[str] = BUDGETS + STRONG_TEACHER, students: Sequ
             e = stats.estimate(d, "greater")
             both = pd.concat([g.loc[seeds], f.loc[seeds]])
             c = _schedule(g.loc[seeds])
-            steps = [int(x) for x in c.strip("[]").split(",")] if c.startswith("[") else []
             rows.append({"study": name, "train_images": int(g.train_images.max()), **teacher_of(root),
-                         "schedule": c, "degenerate": bool(steps) and (len(set(steps)) < len(steps) or steps[0] == 0),
+                         "schedule": c, "degenerate": degenerate(c),
                          "student": student, "seeds": len(seeds), "free_from": free_from,
                          "student_acc1": 100 * g.acc1[seeds].mean(), "free_acc1": 100 * f.acc1[seeds].mean(),
                          "diff_mean": e["mean"],
@@ -324,6 +340,51 @@ def budget_curve(names: Sequence[str] = BUDGETS + STRONG_TEACHER, students: Sequ
     order = {s: i for i, s in enumerate(dict.fromkeys(sorted(t.setup, key=lambda s: (s != "default", s))))}
     return t.drop(columns="est").sort_values(["setup", "student", "train_images"],
                                              key=lambda c: c.map(order) if c.name == "setup" else c).reset_index(drop=True)
+
+
+def teacher_strength(names: Sequence[str] = STRONG_TEACHER, students: Sequence[str] = ("ref", "ce"),
+                     out: str = EVIDENCE, candidates: Sequence[str] = BUDGETS) -> pd.DataFrame:
+    """Does a stronger teacher make a better student: for each stronger-teacher study of `names` that exists and each
+    student, the paired difference (same seed) between its students and the default teacher's students of the same
+    student rule and budget (`matched_runs` over `candidates`), in Acc@1 points, with its 95 % t interval and the
+    verdict on "> 0" (p two-sided), Holm-adjusted over the rows; with the teacher setup (`setup`), both teachers'
+    test Acc@1 and the runs converged of those compared."""
+    rows = []
+    for name in names:
+        root = os.path.join(out, name)
+        if not os.path.isfile(os.path.join(root, "study.json")):
+            continue
+        cells = collect(os.path.join(root, "results"))
+        for student in students:
+            g = cells[cells.cell == student].set_index("seed")
+            if not len(g):
+                continue
+            base, base_from = matched_runs(name, student, cells, out, candidates)
+            base = base.set_index("seed")
+            seeds = sorted(set(g.index) & set(base.index))
+            if not seeds:
+                continue
+            e = stats.estimate([100 * (g.acc1[s] - base.acc1[s]) for s in seeds], "greater")
+            mine, theirs = teacher_of(root), teacher_of(os.path.join(out, base_from))
+            c = _schedule(g.loc[seeds])
+            rows.append({"study": name, "train_images": int(g.train_images.max()), "student": student,
+                         "setup": setup(pd.Series({**mine, "degenerate": degenerate(c)})),
+                         "schedule": c, "teacher_acc1": mine["teacher_acc1"], "baseline": base_from,
+                         "baseline_schedule": _schedule(base.loc[seeds]), "baseline_teacher_acc1": theirs["teacher_acc1"],
+                         "seeds": len(seeds), "student_acc1": 100 * g.acc1[seeds].mean(),
+                         "baseline_acc1": 100 * base.acc1[seeds].mean(), "diff_mean": e["mean"],
+                         "ci_low": e["ci_low"], "ci_high": e["ci_high"], "p_vs_null": e["p_vs_null"],
+                         "converged": f"{n_converged(pd.concat([g.loc[seeds], base.loc[seeds]]))}/{2 * len(seeds)}",
+                         "est": e})
+    t = pd.DataFrame(rows)
+    if not len(t):
+        return t
+    ok = t.p_vs_null.notna()
+    t["holm_p"] = math.nan
+    t.loc[ok, "holm_p"] = stats.holm(t.p_vs_null[ok].to_numpy())
+    t["verdict"] = [stats.verdict(r.est, None if math.isnan(r.holm_p) else r.holm_p) for r in t.itertuples()]
+    t["replication"] = [stats.replication(r.est) for r in t.itertuples()]
+    return t.drop(columns="est")
 
 
 def setup(r: Any) -> str:
@@ -421,7 +482,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     n.add_argument("text")
     w = sub.add_parser("show", help="the evidence's runs so far, per cell")
     w.add_argument("name")
-    sub.add_parser("budget", help=f"the budget curve over {', '.join(BUDGETS + STRONG_TEACHER)}: {EVIDENCE}/budget_curve.csv and .png")
+    sub.add_parser("budget", help=f"the budget curve over {', '.join(BUDGETS + STRONG_TEACHER)}: {EVIDENCE}/budget_curve.csv and .png; the stronger teachers' students against the default's: {EVIDENCE}/teacher_strength.csv")
     r = sub.add_parser("replicate", help="compare a snapshot of the same runs on another floating-point path with "
                                          "this repository's results: docs/evidence/NAME/replicate_{runs,cells,claims}.csv")
     r.add_argument("name")
@@ -441,6 +502,10 @@ def main(argv: Optional[List[str]] = None) -> int:
             t.to_csv(os.path.join(EVIDENCE, "budget_curve.csv"), index=False)
             budget_figure(t, os.path.join(EVIDENCE, "budget_curve.png"))
             print(t.to_markdown(index=False))
+            s = teacher_strength()
+            if len(s):  # the stronger teacher's students against the default teacher's
+                s.to_csv(os.path.join(EVIDENCE, "teacher_strength.csv"), index=False)
+                print("\n" + s.to_markdown(index=False))
         elif args.cmd == "replicate":
             dest = os.path.join(EVIDENCE, args.name)
             for key, t in replicate_compare(args.primary, os.path.join(dest, "results")).items():

@@ -452,7 +452,28 @@ def budget_curve(root: str = ".") -> str:
                           else "") for n in BUDGETS + STRONG_TEACHER if n not in shown]
     todo = f"\n\nNot in the table yet: {', '.join(absent)} (`presets/<name>.yaml`)." if absent else ""
     return ("\n".join(rows) + notes + todo + "\n\n" + budget_reading(t)
-            + f"\n\n![budget curve]({EVIDENCE}/budget_curve.png)")
+            + f"\n\n![budget curve]({EVIDENCE}/budget_curve.png)" + teacher_strength(root))
+
+
+def teacher_strength(root: str = ".") -> str:
+    """The stronger teacher's students against the default teacher's, same seeds, budget and student rule
+    (docs/evidence/teacher_strength.csv, `evidence.teacher_strength`); '' before it exists."""
+    path = os.path.join(root, EVIDENCE, "teacher_strength.csv")
+    if not os.path.isfile(path):
+        return ""
+    t = pd.read_csv(path)
+    rows = ["| training images | stronger teacher (test Acc@1 %) | its c | student | seeds | with it (%) | "
+            "with the default teacher (%) | difference [95 % CI] (pt) | Holm p | replicates | converged | "
+            "verdict (> 0: the stronger teacher helps) |", "|" + "---|" * 12]
+    for r in t.itertuples():
+        rows.append(f"| {r.train_images:,} | {r.setup.replace('tau', 'τ')} ({r.teacher_acc1:.2f}) | {r.schedule} | "
+                    f"{r.student} | {r.seeds} | {r.student_acc1:.2f} | {r.baseline_acc1:.2f} (c = {r.baseline_schedule}) | "
+                    f"{_num(r.diff_mean, True)} {_ci(r.ci_low, r.ci_high, True)} | "
+                    f"{'–' if pd.isna(r.holm_p) else f'{r.holm_p:.3f}'} | "
+                    f"{'–' if pd.isna(r.replication) else f'{r.replication:.2f}'} | {r.converged} | **{r.verdict}** |")
+    base = ", ".join(f"`{EVIDENCE}/{b}/`" for b in dict.fromkeys(t.baseline))
+    return ("\n\n**Teacher strength.** The same students distilled from the stronger teacher and from the default "
+            f"one ({base}: same seeds, images and student rule; Holm over these rows):\n\n" + "\n".join(rows))
 
 
 def _teacher(r) -> str:
