@@ -287,6 +287,16 @@ def _schedule(g: pd.DataFrame) -> str:
     return cs.pop() if len(cs) == 1 else ("varies" if cs else "–")
 
 
+def _decide(t: pd.DataFrame) -> None:
+    """Holm-adjusted p over a family's rows (those with a p), each row's verdict and its replication probability, from
+    the rows' estimates (`est`), in place."""
+    ok = t.p_vs_null.notna()
+    t["holm_p"] = math.nan
+    t.loc[ok, "holm_p"] = stats.holm(t.p_vs_null[ok].to_numpy())
+    t["verdict"] = [stats.verdict(r.est, None if math.isnan(r.holm_p) else r.holm_p) for r in t.itertuples()]
+    t["replication"] = [stats.replication(r.est) for r in t.itertuples()]
+
+
 def degenerate(schedule: str) -> bool:
     """Whether a checkpoint schedule ('[0, 0, 0, 0, 0, 12]', `_schedule`) puts two teacher layers at one step or one
     at step 0 (the student's input)."""
@@ -331,11 +341,7 @@ def budget_curve(names: Sequence[str] = BUDGETS + STRONG_TEACHER, students: Sequ
     t = pd.DataFrame(rows)
     if not len(t):
         return t
-    ok = t.p_vs_null.notna()
-    t["holm_p"] = math.nan
-    t.loc[ok, "holm_p"] = stats.holm(t.p_vs_null[ok].to_numpy())
-    t["verdict"] = [stats.verdict(r.est, None if math.isnan(r.holm_p) else r.holm_p) for r in t.itertuples()]
-    t["replication"] = [stats.replication(r.est) for r in t.itertuples()]
+    _decide(t)
     t["setup"] = [setup(r) for r in t.itertuples()]
     order = {s: i for i, s in enumerate(dict.fromkeys(sorted(t.setup, key=lambda s: (s != "default", s))))}
     return t.drop(columns="est").sort_values(["setup", "student", "train_images"],
@@ -379,11 +385,7 @@ def teacher_strength(names: Sequence[str] = STRONG_TEACHER, students: Sequence[s
     t = pd.DataFrame(rows)
     if not len(t):
         return t
-    ok = t.p_vs_null.notna()
-    t["holm_p"] = math.nan
-    t.loc[ok, "holm_p"] = stats.holm(t.p_vs_null[ok].to_numpy())
-    t["verdict"] = [stats.verdict(r.est, None if math.isnan(r.holm_p) else r.holm_p) for r in t.itertuples()]
-    t["replication"] = [stats.replication(r.est) for r in t.itertuples()]
+    _decide(t)
     return t.drop(columns="est")
 
 
