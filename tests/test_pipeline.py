@@ -193,6 +193,22 @@ def test_dynamics_notebook_runs_from_published_weights(repro, tmp_path):
 
 
 @pytest.mark.slow
+def test_scratch_notebook_runs_without_a_free_cell(repro, tmp_path):
+    """A study of distilled cells only (the teacher-strength presets): 03 says the headline claims are not measured."""
+    work = tmp_path / "w"
+    shutil.copytree(repro, work, ignore=shutil.ignore_patterns("checkpoints", ".dvc"))
+    shutil.rmtree(work / "results/cells/free")
+    params = yaml.safe_load((work / "params.yaml").read_text())
+    del params["study"]["cells"]["free"]
+    (work / "params.yaml").write_text(yaml.safe_dump(params))
+    r = subprocess.run(["papermill", "-k", "python3", "--cwd", ".", "-f", "params.yaml", "notebooks/03_ode_scratch.ipynb",
+                        str(tmp_path / "03.ipynb")], cwd=work, env=_env(), capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads((work / "results/03_ode_scratch/metrics.json").read_text()) == {"seeds": 0}
+    assert "no `free` cell in study.cells (ref, jasmin_off, published)" in (tmp_path / "03.ipynb").read_text()
+
+
+@pytest.mark.slow
 def test_notebook_runs_when_opened_from_notebooks_dir(repro, tmp_path):
     """As in Jupyter: kernel started in notebooks/, no injected parameters (params.yaml is read from the root)."""
     work = tmp_path / "w"
