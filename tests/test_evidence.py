@@ -111,9 +111,10 @@ def test_readme_shows_progress_then_the_claims_table(tmp_path):
     assert f"{(c.verdict == stats.NOT_MEASURED).sum()} claims need cells this study did not train" in text
 
 
-def _study(out: Path, name: str, images: int, accs: dict, teacher: Optional[float] = None) -> None:
+def _study(out: Path, name: str, images: int, accs: dict, teacher: Optional[float] = None, planned: int = 0) -> None:
     """docs/evidence/NAME with one metrics.json per (cell, seed): accs = {cell: (acc of seed 0, 1, 2)}; `teacher`: an
-    augmented teacher's test Acc@1 (its params and 02_teacher/metrics.json), else the default teacher's params."""
+    augmented teacher's test Acc@1 (its params and 02_teacher/metrics.json), else the default teacher's params;
+    `planned`: the runs its study.json plans (0: those of accs, all finished)."""
     root = out / name
     _params(root, list(accs))
     if teacher is not None:
@@ -126,13 +127,14 @@ def _study(out: Path, name: str, images: int, accs: dict, teacher: Optional[floa
             (root / f"results/cells/{cell}/s{s}").mkdir(parents=True)
             (root / f"results/cells/{cell}/s{s}/metrics.json").write_text(json.dumps(
                 {"cell": cell, "seed": s, "acc1": v, "train_images": images, "converged": True}))
-    (root / "study.json").write_text(json.dumps({"complete": True}))
+    (root / "study.json").write_text(json.dumps({"complete": True, "runs_finished": 3 * len(accs),
+                                                          "runs_planned": planned or 3 * len(accs)}))
 
 
 def test_budget_curve_verdicts_follow_the_data(tmp_path):
     free = (0.70, 0.71, 0.69)
     _study(tmp_path, "small", 1000, {"ref": (0.75, 0.765, 0.74), "ce": (0.76, 0.775, 0.75), "free": free})
-    _study(tmp_path, "large", 55000, {"ref": (0.701, 0.705, 0.69), "ce": (0.66, 0.672, 0.65), "free": free})
+    _study(tmp_path, "large", 55000, {"ref": (0.701, 0.705, 0.69), "ce": (0.66, 0.672, 0.65), "free": free}, planned=12)
     _study(tmp_path, "strong", 1000, {"ref": (0.80, 0.815, 0.79), "ce": (0.69, 0.70, 0.71), "free": free}, teacher=0.91)
     _study(tmp_path, "running", 10000, {"ref": (0.8, 0.81, 0.79)})  # under way: no free run has finished
     both = evidence.budget_curve(["small", "large", "strong", "running", "absent"], out=str(tmp_path))
@@ -155,6 +157,10 @@ def test_budget_curve_verdicts_follow_the_data(tmp_path):
     both.to_csv(tmp_path / "docs/evidence/budget_curve.csv", index=False)
     text = readme.budget_curve(str(tmp_path))
     assert "| 1,000 | default | – | ref − free | 3 |" in text and "**contradicts**" in text and "budget_curve.png" in text
+    rows = {line.split(" | ")[0] + line.split(" | ")[3]: line.split(" | ")[-2] for line in text.splitlines()
+            if line.startswith("| 1,000 | default") or line.startswith("| 55,000 |")}  # the "all runs in" column
+    assert rows == {"| 1,000ref − free": "yes", "| 1,000ce − free": "yes", "| 55,000ref − free": "no",
+                    "| 55,000ce − free": "no"}  # "large" has 9 of its 12 planned runs
     assert "| 1,000 | augmented (91.00) | – | ref − free | 3 | 80.17 | 70.00 | +10.2" in text
     assert "- default teacher, ref − free: 1k +5.17 pt (helps), 55k -0.13 pt (no verdict)." in text
     assert "- default teacher, ce − free: 1k +6.17 pt (helps), 55k -3.93 pt (hurts); it stops helping between 1k and 55k images." in text

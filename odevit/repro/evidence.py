@@ -337,7 +337,7 @@ def budget_curve(names: Sequence[str] = BUDGETS + STRONG_TEACHER, students: Sequ
                          "student_acc1": 100 * g.acc1[seeds].mean(), "free_acc1": 100 * f.acc1[seeds].mean(),
                          "diff_mean": e["mean"],
                          "ci_low": e["ci_low"], "ci_high": e["ci_high"], "p_vs_null": e["p_vs_null"],
-                         "converged": f"{n_converged(both)}/{len(both)}", "complete": bool(meta["complete"]), "est": e})
+                         "converged": f"{n_converged(both)}/{len(both)}", "all_runs_in": meta["runs_finished"] == meta["runs_planned"], "est": e})
     t = pd.DataFrame(rows)
     if not len(t):
         return t

@@ -443,7 +443,7 @@ def budget_curve(root: str = ".") -> str:
         rows.append(f"| {r.train_images:,} | {_teacher(r)} | {sched} | {r.student} − free | {r.seeds} | {r.student_acc1:.2f} | "
                     f"{r.free_acc1:.2f}{mark} | {_num(r.diff_mean, True)} {_ci(r.ci_low, r.ci_high, True)} | "
                     f"{'–' if pd.isna(r.holm_p) else f'{r.holm_p:.3f}'} | "
-                    f"{'–' if pd.isna(getattr(r, 'replication', math.nan)) else f'{r.replication:.2f}'} | {r.converged} | {'yes' if r.complete else 'no'} | "
+                    f"{'–' if pd.isna(getattr(r, 'replication', math.nan)) else f'{r.replication:.2f}'} | {r.converged} | {'yes' if r.all_runs_in else 'no'} | "
                     f"**{r.verdict}** |")
     notes = "".join(f"\n\n{m} free runs of `{EVIDENCE}/{s}/` (same params but the teacher's and the schedule's: "
                     "a free ODE has no teacher)." for s, m in borrowed.items())
