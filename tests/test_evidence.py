@@ -271,3 +271,34 @@ def test_teacher_strength_pairs_students_of_the_same_rule_and_flips_with_the_dat
     path = tmp_path / "strong/params.yaml"  # another student rule (epoch cap): the default study is no baseline
     path.write_text(yaml.safe_dump({**yaml.safe_load(path.read_text()), "distill": {"epochs": 20, "tau": 15.0}}))
     assert not len(evidence.teacher_strength(["strong"], out=str(tmp_path), candidates=["small", "strong"]))
+
+
+def _history(root: Path, cell: str, seed: int, loss, val, lr, best: int) -> None:
+    d = root / f"results/cells/{cell}/s{seed}"
+    d.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame({"epoch": range(1, len(loss) + 1), "train_loss": loss, "val_acc1": val, "lr": lr}).to_csv(
+        d / "history.csv", index=False)
+    (d / "metrics.json").write_text(json.dumps({"cell": cell, "seed": seed, "acc1": 0.8, "best_epoch": best}))
+
+
+def test_stopping_audit_reports_the_learning_rate_and_loss_rises_of_each_stop(tmp_path):
+    root = tmp_path / "study"
+    _params(root, ["ref"], seeds=(0, 1))
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    (root / "params.yaml").write_text(yaml.safe_dump({**params, "distill": {"epochs": 5}}))
+    _history(root, "ref", 0, loss=[3.0, 2.0, 2.5], val=[0.5, 0.6, 0.55], lr=[1.0, 0.8, 0.6], best=2)  # stopped early
+    _history(root, "ref", 1, loss=[3.0, 2.0, 1.5, 1.2, 1.1], val=[0.5, 0.6, 0.62, 0.64, 0.65], lr=[1.0, 0.8, 0.5, 0.2, 0.1],
+             best=5)
+    t = evidence.stopping_audit(["study", "absent"], out=str(tmp_path)).set_index("seed")
+    assert t.loc[0, "epochs_run"] == 3 and t.loc[0, "cap"] == 5 and t.loc[0, "best_epoch"] == 2
+    assert t.loc[0, "lr_at_stop_pct"] == pytest.approx(60) and t.loc[0, "loss_rises"] == "3"
+    assert t.loc[0, "max_loss_rise_pct"] == pytest.approx(25) and t.loc[0, "max_val_drop_pts"] == pytest.approx(5)
+    assert t.loc[1, "loss_rises"] == "" and t.loc[1, "max_loss_rise_pct"] == 0 and t.loc[1, "max_val_drop_pts"] == 0
+    s = evidence.audit_summary(t.reset_index()).iloc[0]
+    assert (s.runs, s.stopped_at_high_lr, s.loss_rose) == (2, 1, 1)
+    # the counts follow the data: a stop at 40 % of the peak is not a high-learning-rate stop, a falling loss no rise
+    _history(root, "ref", 0, loss=[3.0, 2.0, 1.5], val=[0.5, 0.6, 0.55], lr=[1.0, 0.8, 0.4], best=2)
+    s = evidence.audit_summary(evidence.stopping_audit(["study"], out=str(tmp_path))).iloc[0]
+    assert (s.stopped_at_high_lr, s.loss_rose) == (0, 0)
+    with pytest.raises(FileNotFoundError, match="absent"):
+        evidence.stopping_audit(["absent"], out=str(tmp_path))

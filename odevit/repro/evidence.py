@@ -4,6 +4,7 @@
     python -m odevit.repro.evidence show converged_fmnist      # runs finished so far, per cell
     python -m odevit.repro.evidence note converged_fmnist "..."  # a remark added after the clone moved on
     python -m odevit.repro.evidence budget     # the budget curve (student - free vs training images, per teacher)
+    python -m odevit.repro.evidence audit      # where each 55k run stopped: learning rate, training-loss rises
 
 `snapshot` copies from the clone, into docs/evidence/NAME/, the same layout the pipeline writes (so that the report
 and README functions that take a `root` read it unchanged):
@@ -219,6 +220,43 @@ STRONG_TEACHER = ("strong_teacher_fmnist_1k", "strong_teacher_tau15_fmnist_1k", 
 _NOT_FREE = {"teacher": ("epochs", "lr", "weight_decay", "warmup", "cycles", "clip", "label_smoothing", "augment",
                          "patience", "min_delta_pts"),
              "distill": ("tau", "schedule", "schedule_points", "distance_tokens", "distance_batches")}
+
+
+def stopping_audit(names: Sequence[str] = ("converged_fmnist", "strong_teacher_tau15_fmnist_55k"),
+                   out: str = EVIDENCE) -> pd.DataFrame:
+    """Where and why each finished run of the named snapshots stopped, from its history.csv: one row per (study, cell,
+    seed) with epochs run of the cap (`distill.epochs`), best epoch, the learning rate of its last epoch as % of its
+    peak (`lr_at_stop_pct`: a stop at a high learning rate ends a run before its schedule has decayed), the epochs whose
+    mean training loss rose above the epoch before (`loss_rises`: the optimisation itself went backwards, which
+    validation noise cannot do) with the largest such rise in % of the loss before it, the largest drop of validation
+    Acc@1 below its best so far (pt) and the test Acc@1 (%)."""
+    rows = []
+    for name in names:
+        root = os.path.join(out, name)
+        cap = (_params_of(root).get("distill") or {}).get("epochs")
+        for path in sorted(glob.glob(os.path.join(root, "results", "cells", "*", "s*", "history.csv"))):
+            m = pipeline.read_json(os.path.join(os.path.dirname(path), "metrics.json"))
+            h = pd.read_csv(path)
+            rise = h.train_loss.diff()
+            rises = h.epoch[rise > 0].tolist()
+            val_drop = (h.val_acc1.cummax() - h.val_acc1).max()
+            rows.append({"study": name, **{k: v for k, v in teacher_of(root).items() if k in ("teacher", "tau")},
+                         "cell": m["cell"], "seed": m["seed"], "epochs_run": len(h), "cap": cap,
+                         "best_epoch": m.get("best_epoch"), "lr_at_stop_pct": 100 * h.lr.iloc[-1] / h.lr.max(),
+                         "loss_rises": " ".join(map(str, rises)),
+                         "max_loss_rise_pct": float(100 * (rise / h.train_loss.shift()).max()) if rises else 0.0,
+                         "max_val_drop_pts": 100 * float(val_drop), "test_acc1": 100 * m["acc1"]})
+    if not rows:
+        raise FileNotFoundError(f"{out}: none of {', '.join(names)} has runs with a history.csv")
+    return pd.DataFrame(rows)
+
+
+def audit_summary(t: pd.DataFrame, high_lr_pct: float = 50.0) -> pd.DataFrame:
+    """Per study: runs, runs stopped before the cap with the learning rate above `high_lr_pct` % of its peak, and runs
+    whose training loss rose in some epoch."""
+    g = t.assign(high=(t.epochs_run < t.cap) & (t.lr_at_stop_pct > high_lr_pct), rose=t.loss_rises != "")
+    return g.groupby("study", sort=False).agg(runs=("seed", "size"), stopped_at_high_lr=("high", "sum"),
+                                              loss_rose=("rose", "sum")).reset_index()
 
 
 def _params_of(root: str) -> Dict[str, Any]:
@@ -485,6 +523,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     w = sub.add_parser("show", help="the evidence's runs so far, per cell")
     w.add_argument("name")
     sub.add_parser("budget", help=f"the budget curve over {', '.join(BUDGETS + STRONG_TEACHER)}: {EVIDENCE}/budget_curve.csv and .png; the stronger teachers' students against the default's: {EVIDENCE}/teacher_strength.csv")
+    a = sub.add_parser("audit", help=f"where and why each run of the named snapshots stopped (learning rate at the stop, "
+                                     f"epochs whose training loss rose): {EVIDENCE}/stopping_audit.csv")
+    a.add_argument("names", nargs="*", default=["converged_fmnist", "strong_teacher_tau15_fmnist_55k"])
     r = sub.add_parser("replicate", help="compare a snapshot of the same runs on another floating-point path with "
                                          "this repository's results: docs/evidence/NAME/replicate_{runs,cells,claims}.csv")
     r.add_argument("name")
@@ -508,6 +549,10 @@ def main(argv: Optional[List[str]] = None) -> int:
             if len(s):  # the stronger teacher's students against the default teacher's
                 s.to_csv(os.path.join(EVIDENCE, "teacher_strength.csv"), index=False)
                 print("\n" + s.to_markdown(index=False))
+        elif args.cmd == "audit":
+            t = stopping_audit(args.names)
+            t.to_csv(os.path.join(EVIDENCE, "stopping_audit.csv"), index=False, float_format="%.4g")
+            print(t.to_markdown(index=False, floatfmt=".3g") + "\n\n" + audit_summary(t).to_markdown(index=False))
         elif args.cmd == "replicate":
             dest = os.path.join(EVIDENCE, args.name)
             for key, t in replicate_compare(args.primary, os.path.join(dest, "results")).items():
