@@ -236,10 +236,11 @@ def stopping_audit(names: Sequence[str] = AUDITED, out: str = EVIDENCE) -> pd.Da
     rows = []
     for name in names:
         root = os.path.join(out, name)
+        if not os.path.isdir(os.path.join(root, "results", "cells")):
+            continue
         cap = (_params_of(root).get("distill") or {}).get("epochs")
-        for path in sorted(glob.glob(os.path.join(root, "results", "cells", "*", "s*", "history.csv"))):
-            m = pipeline.read_json(os.path.join(os.path.dirname(path), "metrics.json"))
-            h = pd.read_csv(path)
+        for m in collect(os.path.join(root, "results")).to_dict("records"):
+            h = pd.read_csv(m["source"].replace("metrics.json", "history.csv"))
             rise = h.train_loss.diff()
             rises = h.epoch[rise > 0].tolist()
             val_drop = (h.val_acc1.cummax() - h.val_acc1).max()
@@ -250,7 +251,7 @@ def stopping_audit(names: Sequence[str] = AUDITED, out: str = EVIDENCE) -> pd.Da
                          "max_loss_rise_pct": float(100 * (rise / h.train_loss.shift()).max()) if rises else 0.0,
                          "max_val_drop_pts": 100 * float(val_drop), "test_acc1": 100 * m["acc1"]})
     if not rows:
-        raise FileNotFoundError(f"{out}: none of {', '.join(names)} has runs with a history.csv")
+        raise FileNotFoundError(f"{out}: none of {', '.join(names)} has finished runs")
     return pd.DataFrame(rows)
 
 
