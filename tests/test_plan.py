@@ -1,0 +1,71 @@
+"""The analysis plan: its validation, hash and power calculation against hand-computed values."""
+import copy
+import math
+
+import pytest
+import yaml
+
+from odevit.repro import plan as P
+
+
+@pytest.fixture(scope="module")
+def committed():
+    return P.load("plan.yaml")
+
+
+def test_power_matches_the_textbook_value():
+    # paired t, d = 1, n = 10, two-sided alpha 0.05: power 0.8031 (Cohen 1988; G*Power gives 0.8031)
+    assert P.power(1.0, 1.0, 10, 0.05) == pytest.approx(0.8031, abs=5e-4)
+    assert P.power(0.0, 1.0, 10, 0.05) == pytest.approx(0.05, abs=1e-9)  # at the null: the level
+    assert P.power(1.0, 1.0, 20, 0.05) > P.power(1.0, 1.0, 10, 0.05)     # more seeds, more power
+    assert P.power(40.0, 1.0, 5, 0.01) == pytest.approx(1.0)              # scipy's nct gives NaN here: normal limit
+
+
+def test_equivalence_power_needs_small_sd():
+    assert P.power(0.0, 0.2, 5, 0.05, "equivalence", 1.0) > 0.95
+    assert P.power(0.0, 2.0, 5, 0.05, "equivalence", 1.0) < 0.05
+    assert P.power(-10.0, 1.0, 5, 0.05, "equivalence", 1.0) > 0.99  # far outside: decides (contradicts)
+
+
+def test_planning_sd_is_the_upper_80_percent_bound():
+    # chi2.ppf(0.2, 2) = -2 ln 0.8 = 0.446287; sqrt(2 / 0.446287) = 2.11693
+    assert P.planning_sd(1.0, 3) == pytest.approx(math.sqrt(2 / (-2 * math.log(0.8))), rel=1e-9)
+
+
+def test_committed_plan_is_valid_and_powered(committed):
+    t = P.power_table(committed)
+    confirm = t[t.study.str.startswith("confirm")]
+    assert len(confirm) >= 9
+    ok = (confirm.power_paper >= P.POWER_MIN) | (confirm.power_note.str.len() > 0)
+    assert ok.all()
+    assert set(t.family).__len__() == len(committed["studies"])  # one family per study
+
+
+def test_hash_moves_with_the_study_block_only(committed):
+    h = P.study_hash(committed, "confirm_1k")
+    other = copy.deepcopy(committed)
+    other["studies"]["confirm_55k"]["questions"][0]["claim"] += " (edited)"
+    assert P.study_hash(other, "confirm_1k") == h            # another study's edit: not this study's business
+    other["studies"]["confirm_1k"]["questions"][0]["margin"] = 0.5
+    assert P.study_hash(other, "confirm_1k") != h
+    other = copy.deepcopy(committed)
+    other["rules"]["alpha"] = 0.1
+    assert P.study_hash(other, "confirm_1k") != h            # the global rules belong to every study
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda p: p["studies"]["confirm_1k"]["questions"][0].update(test="bayes"), "test must be one of"),
+    (lambda p: p["studies"]["confirm_1k"]["questions"][0].update(b="nope"), "b = 'nope'"),
+    (lambda p: p["studies"]["confirm_55k"]["questions"][2].pop("margin_reason"), "margin_reason"),
+    (lambda p: p["studies"]["confirm_3k"].update(family="budget_1k"), "already study"),
+    (lambda p: p["studies"]["confirm_1k"].update(seeds=[1, 1]), "distinct"),
+    (lambda p: p["studies"]["confirm_1k"].update(seeds=[1, 2]), "power"),  # 2 seeds: not powered, no note
+    (lambda p: p["studies"]["confirm_1k"]["budget"].pop("epochs"), "budget"),
+])
+def test_bad_plans_fail_naming_the_key(committed, tmp_path, edit, message):
+    bad = copy.deepcopy(committed)
+    edit(bad)
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(bad))
+    with pytest.raises(P.PlanError, match=message):
+        P.load(str(path))
