@@ -84,3 +84,37 @@ def test_validation_is_the_last_images_and_never_trained_on():
     assert none is None and len(whole) == 10
     with pytest.raises(ValueError, match=r"base.val_size = 10: must be in \[0, 10\)"):
         data.holdout(_indexed_split(10), 10)
+
+
+def _prepare_in_process(args):
+    deb, root, barrier = args
+    data.DEBIAN_FASHION_MNIST = deb  # this process's module (spawned: the monkeypatch does not reach it)
+    barrier.wait()  # all start extracting at once onto the same fresh root
+    data.prepare_fashion_mnist(root, download=False)
+    raw = os.path.join(root, "FashionMNIST", "raw")
+    for f in data.FASHION_FILES:  # complete when this process returns (others may still be writing their copies)
+        data.check_idx(os.path.join(raw, f))
+    return True
+
+
+def test_processes_preparing_one_fresh_root_at_once_all_succeed(tmp_path):
+    """The race of a fresh clone under `dvc repro -j 2` / parallel study cells: several processes extract the
+    Debian files into one new root at once. Each must succeed and leave the four complete files and no temporary."""
+    import multiprocessing as mp
+
+    deb = tmp_path / "debian"
+    deb.mkdir()
+    rng = np.random.default_rng(0)
+    for split, n in (("train", 3000), ("t10k", 500)):  # ~2.4 MB of images: extraction takes long enough to overlap
+        _write_idx(deb / f"{split}-images-idx3-ubyte.gz", rng.integers(0, 255, (n, 28, 28)))
+        _write_idx(deb / f"{split}-labels-idx1-ubyte.gz", np.arange(n) % 10)
+    root = str(tmp_path / "root")
+    k = 4
+    ctx = mp.get_context("spawn")
+    with ctx.Manager() as manager:
+        barrier = manager.Barrier(k)
+        with ctx.Pool(k) as pool:
+            assert pool.map(_prepare_in_process, [(str(deb), root, barrier)] * k) == [True] * k
+    assert sorted(os.listdir(os.path.join(root, "FashionMNIST", "raw"))) == sorted(data.FASHION_FILES)  # no *.tmp
+    tr = data.load_split("fashion_mnist", "train", root=root, download=False)
+    assert tr.images.shape == (3000, 1, 28, 28)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import os
 import shutil
+import tempfile
 from dataclasses import dataclass
 from typing import Iterator, List, Optional, Sequence, Tuple
 
@@ -57,10 +58,18 @@ def prepare_fashion_mnist(root: str, download: bool = True) -> str:
     os.makedirs(raw, exist_ok=True)
     if all(os.path.isfile(os.path.join(DEBIAN_FASHION_MNIST, f + ".gz")) for f in FASHION_FILES):
         for f in FASHION_FILES:
-            tmp = os.path.join(raw, f + ".tmp")
-            with gzip.open(os.path.join(DEBIAN_FASHION_MNIST, f + ".gz"), "rb") as src, open(tmp, "wb") as dst:
-                shutil.copyfileobj(src, dst)
-            os.replace(tmp, os.path.join(raw, f))  # atomic: never a half-written IDX file
+            # a temporary file of this process's own (several processes may extract onto one fresh root at once:
+            # `dvc repro -j 2`, parallel study cells), then an atomic rename: never a half-written IDX file, and
+            # the last of identical copies wins
+            fd, tmp = tempfile.mkstemp(prefix=f".{f}.", suffix=".tmp", dir=raw)
+            try:
+                with gzip.open(os.path.join(DEBIAN_FASHION_MNIST, f + ".gz"), "rb") as src, os.fdopen(fd, "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+                os.replace(tmp, os.path.join(raw, f))
+            except BaseException:
+                if os.path.exists(tmp):
+                    os.remove(tmp)
+                raise
         return root
     if download:
         from torchvision.datasets import FashionMNIST
