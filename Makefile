@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install lock test repro data clean-venv
+.PHONY: install lock test repro evidence data clean-venv
 
 # The lock (docs/reproducibility.md): uv's `pip compile --generate-hashes` over pyproject.toml's dependencies and
 # its extras, a plain requirements file that pip installs itself with --require-hashes (no extra tool at install
@@ -44,9 +44,15 @@ data:
 	   (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq dataset-fashion-mnist >/dev/null 2>&1)) || \
 	  echo "dataset-fashion-mnist not installed (no apt/root): the pipeline will try torchvision's download"; }
 
-repro: $(STAMP) data  # results/run.json: this machine and the wall time of the dvc repro (README's run time)
-	t0=$$(date +%s) && PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro && $(BIN)/python -m odevit.repro.readme --record-run $$t0
+repro: $(STAMP) data  # the quick run; results/run.json: this machine and the wall time of the dvc repro (README's run time)
+	t0=$$(date +%s) && PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro 07_report publish && $(BIN)/python -m odevit.repro.readme --record-run $$t0
 	$(BIN)/python -m odevit.repro.readme  # the README's result sections, from the results files just written
+
+# the evidence: every study of plan.yaml (one cached, resumable stage per study, cell and seed) and the verdicts computed
+# from the plan (results/evidence/). Hours on a 2-core CPU; JOBS=2 runs two stages at once (DVC's -j)
+JOBS ?= 1
+evidence: $(STAMP) data
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro -j $(JOBS) evidence
 
 clean-venv:
 	rm -rf $(VENV)

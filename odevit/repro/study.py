@@ -2,6 +2,8 @@
 cell's overrides), or the same architecture trained from scratch (`free: true`); one DVC stage per (cell, seed).
 
     python -m odevit.repro.study ref 0          # train cell 'ref' with seed 0 -> checkpoints/cells/ref/s0, results/cells/ref/s0
+    python -m odevit.repro.study ref 100 --study confirm_55k   # a plan study's run (plan.yaml: its cells, budget, seeds)
+                                                # -> checkpoints/studies/confirm_55k/ref/s100, results/studies/...
     cells = study.collect()               # one row per finished (cell, seed): Acc@1/3/5, Acc@1 at N/2 and 2N, c, ...
 
 Seed s fixes the initialisation, the data order and the augmentation draws; runs of two cells with the same seed
@@ -24,15 +26,33 @@ import pandas as pd
 import torch
 import torch.nn as nn
 
-from . import config, data, objectives, pipeline, train
+from . import config, data, objectives, pipeline, provenance, train
+from . import plan as plan_mod
 from .config import (CELL_KEYS, EPOCH_KEYS, SWITCH_KEYS, Base, ConfigError, Distill, Study, Teacher, cell_config,
                      preset_overrides)
 from ..model import ODEViT
 
 
-def cell_dir(kind: str, name: str, seed: int) -> str:
-    """checkpoints/cells/NAME/sSEED (kind 'checkpoints') or results/cells/NAME/sSEED (kind 'results')."""
-    return f"{kind}/cells/{name}/s{seed}"
+def cell_dir(kind: str, name: str, seed: int, study: Optional[str] = None) -> str:
+    """checkpoints/cells/NAME/sSEED (kind 'checkpoints') or results/cells/NAME/sSEED (kind 'results'); a plan study's
+    run: KIND/studies/STUDY/NAME/sSEED."""
+    return f"{kind}/cells/{name}/s{seed}" if study is None else f"{kind}/studies/{study}/{name}/s{seed}"
+
+
+def plan_configs(cfg: Dict[str, Any], study: str, plan_file: str = plan_mod.PLAN_FILE) -> Tuple[Dict[str, Any], str]:
+    """params.yaml's configs with a plan study's cells, seeds and budget applied (train_limit, epochs, the whole
+    schedule: patience 0; its precision), and the study's plan hash."""
+    plan = plan_mod.load(plan_file)
+    if study not in plan["studies"]:
+        raise ConfigError(f"{plan_file}: study '{study}' is not one of {list(plan['studies'])}")
+    s = plan["studies"][study]
+    out = dict(cfg)
+    out["study"] = dataclasses.replace(cfg["study"], cells={k: dict(v or {}) for k, v in s["cells"].items()},
+                                       seeds=list(s["seeds"]), train_limit=s["budget"]["train_limit"],
+                                       reference=next(iter(s["cells"])))
+    out["distill"] = config.merged(cfg["distill"], epochs=s["budget"]["epochs"], patience=0)
+    out["base"] = dataclasses.replace(cfg["base"], **(s.get("base") or {}))
+    return out, plan_mod.study_hash(plan, study)
 
 
 def build_free(teacher: nn.Module, cfg: Distill) -> ODEViT:
@@ -72,10 +92,12 @@ def build_cell(teacher: nn.Module, d: Distill, free: bool) -> ODEViT:
     return build_free(teacher, d) if free else pipeline.build_student(teacher, d)
 
 
-def run(name: str, seed: int, params_file: str = "params.yaml") -> Dict[str, Any]:
+def run(name: str, seed: int, params_file: str = "params.yaml", study_name: Optional[str] = None,
+        plan_file: str = plan_mod.PLAN_FILE) -> Dict[str, Any]:
     """Train one (cell, seed) and write its checkpoints and results; resumes an interrupted run. best.pt and early
     stopping follow `base.select_on` (the validation split by default); the test set is scored once, at best.pt.
-    timing.json: seconds per phase (`pipeline.timing`)."""
+    timing.json: seconds per phase (`pipeline.timing`). `study_name`: a plan study's run (`plan_configs`); its
+    metrics.json records the study's plan hash. Every run's metrics.json records its provenance (`provenance`)."""
     start, clock, ph = pipeline.process_start(), time.perf_counter(), {}
     ph["startup"] = time.time() - start  # interpreter start + imports, up to here
 
@@ -86,6 +108,11 @@ def run(name: str, seed: int, params_file: str = "params.yaml") -> Dict[str, Any
         clock = now
 
     cfg = config.check_stage("cell", params_file)
+    plan_hash = None
+    if study_name is not None:
+        cfg, plan_hash = plan_configs(cfg, study_name, plan_file)
+        if int(seed) not in cfg["study"].seeds:
+            raise ConfigError(f"{plan_file}: seed {seed} is not one of study {study_name}'s seeds {cfg['study'].seeds}")
     study: Study = cfg["study"]
     d, free = cell_config(cfg["distill"], study, name)
     b = dataclasses.replace(cfg["base"], seed=int(seed))
@@ -96,24 +123,28 @@ def run(name: str, seed: int, params_file: str = "params.yaml") -> Dict[str, Any
     c = pipeline.schedule(read_teacher_distances(), d)
     model = build_cell(teacher, d, free)
     lap("teacher")
-    ckpt, out = cell_dir("checkpoints", name, seed), cell_dir("results", name, seed)
+    ckpt, out = cell_dir("checkpoints", name, seed, study_name), cell_dir("results", name, seed, study_name)
     print(f"cell {name} seed {seed}: {'free (from scratch)' if free else f'distilled, c = {c}'}; "
           f"{tr.n} training images x {d.epochs} epochs, selected on {b.select_on}", flush=True)
     evals = pipeline.eval_loaders(b, va, te)
-    if free:
-        hist = pipeline.fit_free(model, b, d, tr, evals, ckpt, times=ph)
-    else:
-        hist = pipeline.fit_student(model, teacher, c, b, cfg["teacher"], d, tr, evals, ckpt, times=ph)
-    lap("write")  # the fit: its loops and evaluations are taken from the history below, the rest is checkpointing
-    ph["write"] = max(0.0, ph["write"] - train.history_seconds(hist) + ph.get("resumed_s", 0.0)
-                      - ph.get("teacher_cache", 0.0))  # resumed_s: epochs not run here
-    train.load_weights(model, f"{ckpt}/best.pt").to(device)
-    metrics = evaluate_cell(model, te, study, device, ph)
+    with provenance.Monitor(ckpt) as mon:
+        if free:
+            hist = pipeline.fit_free(model, b, d, tr, evals, ckpt, times=ph)
+        else:
+            hist = pipeline.fit_student(model, teacher, c, b, cfg["teacher"], d, tr, evals, ckpt, times=ph)
+        lap("write")  # the fit: its loops and evaluations are taken from the history below, the rest is checkpointing
+        ph["write"] = max(0.0, ph["write"] - train.history_seconds(hist) + ph.get("resumed_s", 0.0)
+                          - ph.get("teacher_cache", 0.0))  # resumed_s: epochs not run here
+        train.load_weights(model, f"{ckpt}/best.pt").to(device)
+        metrics = evaluate_cell(model, te, study, device, ph)
     clock = time.perf_counter()
     metrics.update(cell=name, seed=int(seed), free=free, checkpoints=c if not free else None,
                    encoder_params=model.encoder_params(), params_m=pipeline.params_m(model),
                    trainable_params_m=pipeline.params_m(model, True), epochs=d.epochs, train_images=tr.n,
-                   val_images=va.n if va is not None else 0, **pipeline.run_summary(hist, b, d))
+                   val_images=va.n if va is not None else 0, **pipeline.run_summary(hist, b, d),
+                   provenance=mon.summary())
+    if study_name is not None:
+        metrics.update(study=study_name, plan_hash=plan_hash, precision=b.precision)
     pipeline.write_csv(pd.DataFrame(hist), f"{out}/history.csv")
     pipeline.write_json(metrics, f"{out}/metrics.json")
     lap("write")
@@ -178,10 +209,12 @@ def main() -> None:
     ap.add_argument("cell")
     ap.add_argument("seed", type=int)
     ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--study", default=None, help="a study of plan.yaml (its cells, seeds, budget); default: params.yaml's")
+    ap.add_argument("--plan", default=plan_mod.PLAN_FILE)
     args = ap.parse_args()
     try:
-        run(args.cell, args.seed, args.params)
-    except (ConfigError, train.CheckpointError, FileNotFoundError) as e:
+        run(args.cell, args.seed, args.params, args.study, args.plan)
+    except (ConfigError, plan_mod.PlanError, train.CheckpointError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
 

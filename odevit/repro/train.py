@@ -204,7 +204,8 @@ def _set_rng_state(st: Dict[str, Any]) -> None:
 # the source a run's weights depend on: the layer (odevit/*.py) and these files of the lab; a checkpoint resumes only
 # under the same text of all of them (the study cells' DVC dependencies, tests/test_layout.py), while an edit to the
 # report, the README or a plot leaves an interrupted run resumable
-TRAINING_SOURCES = ("repro/config.py", "repro/data.py", "repro/distributed.py", "repro/objectives.py",
+TRAINING_SOURCES = ("repro/config.py", "repro/data.py", "repro/distributed.py", "repro/objectives.py", "repro/plan.py",
+                    "repro/provenance.py",
                     "repro/pipeline.py", "repro/precision.py", "repro/study.py", "repro/train.py")
 
 

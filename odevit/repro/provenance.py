@@ -1,0 +1,103 @@
+"""What a run was made on and under which load, recorded by the code (never narrated): each process that works on a
+run appends its record to the run's checkpoint folder (processes.json), so resumes and interruptions are counted.
+
+    with Monitor(ckpt_dir, resumed_from_epoch=...) as mon:
+        ...train...
+    record = mon.summary()   # this process + every earlier one: machine, threads, wall, CPU time, load, resumes
+
+A process's record is written when it starts (ended: null) and completed when it ends; a record still without an
+end is a process that was killed. The machine's load (1-minute load average / cores, sampled every `every_s` s while
+the run works) is the contention measure: near 1/cores = alone on the machine's cores, > 1 = oversubscribed.
+"""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import threading
+import time
+from datetime import datetime, timezone
+from typing import Any, Dict, List, Optional
+
+from . import machine
+
+FILE = "processes.json"
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def read(ckpt_dir: str) -> List[Dict[str, Any]]:
+    path = os.path.join(ckpt_dir, FILE)
+    if not os.path.isfile(path):
+        return []
+    with open(path) as f:
+        return json.load(f)
+
+
+def _write(ckpt_dir: str, records: List[Dict[str, Any]]) -> None:
+    os.makedirs(ckpt_dir, exist_ok=True)
+    path = os.path.join(ckpt_dir, FILE)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(records, f, indent=1)
+    os.replace(tmp, path)
+
+
+class Monitor:
+    """Samples the machine's load while a run works and records this process beside the run's earlier ones."""
+
+    def __init__(self, ckpt_dir: str, every_s: float = 5.0):
+        self.dir, self.every = ckpt_dir, every_s
+        self.loads: List[float] = []
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self.record: Dict[str, Any] = {}
+
+    def __enter__(self) -> "Monitor":
+        import torch
+
+        m = machine.machine_info()
+        self.record = {"pid": os.getpid(), "host": os.uname().nodename, "started": _now(), "ended": None,
+                       "cpu_model": m["cpu_model"], "cpu_capability": m["cpu_capability"], "cores": m["cpu_count"],
+                       "threads": torch.get_num_threads(), "cuda_device": m["cuda_device"], "torch": m["torch_build"],
+                       "lock_sha256": m["lock_sha256"]}
+        self._records = read(self.dir) + [self.record]
+        _write(self.dir, self._records)
+        self._t0, self._cpu0 = time.time(), _cpu_s()
+        self._sample()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        self.loads.append(os.getloadavg()[0] / (os.cpu_count() or 1))
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every):
+            self._sample()
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._sample()
+        self.record.update(ended=_now(), wall_s=round(time.time() - self._t0, 1),
+                           cpu_s=round(_cpu_s() - self._cpu0, 1), load_per_core_mean=round(sum(self.loads) / len(self.loads), 3),
+                           load_per_core_max=round(max(self.loads), 3), completed=exc[0] is None)
+        _write(self.dir, self._records)
+
+    def summary(self) -> Dict[str, Any]:
+        """The run's provenance for its metrics.json: every process's record, the resumes (processes after the first),
+        interrupted processes (no end), and wall / CPU seconds summed over the processes."""
+        recs = self._records
+        return {"processes": recs, "resumes": len(recs) - 1, "interrupted": sum(r.get("ended") is None for r in recs),
+                "wall_s": round(sum(r.get("wall_s", 0.0) for r in recs), 1),
+                "cpu_s": round(sum(r.get("cpu_s", 0.0) for r in recs), 1),
+                "machines": sorted({f"{r['cpu_model']} / {r['cuda_device'] or 'no GPU'}" for r in recs})}

@@ -1,0 +1,252 @@
+"""Verdicts of the plan's questions, computed from the plan (plan.yaml) and the runs the pipeline made — never typed.
+
+    python -m odevit.repro.verdicts      # results/evidence/{claims.csv, claims.md, runs.csv, power.csv, verdicts.png}
+
+For each study of the plan and each of its questions: the per-seed statistic over the plan's seeds (paired by seed),
+its mean, SD and interval at the question's level (alpha / the family's fixed size), and the verdict of its test
+(plan.yaml `rules.verdict`). A row says
+  *not measured*   no run of its cells yet;            *incomplete*     fewer seeds finished than the plan fixes;
+  *not converged*  a run failed the plan's rule (the best validation Acc@1 of the last `window_frac` of epochs beat
+                   the best before by >= `se_multiple` standard errors of the validation set);
+  and *post hoc* beside its verdict when a run was trained under another version of its study's plan (its recorded
+  plan hash differs from the plan's now).
+A question with `exploratory: DIR` also gets a row computed by the same code from the committed exploratory runs of
+DIR (results made before the plan, judged here under it, labelled exploratory: their rules were chosen after them).
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import math
+import os
+import sys
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+import pandas as pd
+from scipy import stats as st
+
+from . import pipeline
+from . import plan as plan_mod
+
+SUPPORTS, CONTRADICTS, INCONCLUSIVE = "supports", "contradicts", "inconclusive"
+NOT_MEASURED, INCOMPLETE, NOT_CONVERGED = "not measured", "incomplete", "not converged"
+COLORS = {SUPPORTS: "#1b9e77", CONTRADICTS: "#d95f02", INCONCLUSIVE: "#7570b3", NOT_CONVERGED: "#999999",
+          INCOMPLETE: "#cccccc", NOT_MEASURED: "#eeeeee"}  # one palette for every verdict figure
+
+
+def val_se_pts(acc: float, n: int) -> float:
+    """Binomial standard error of an accuracy `acc` (fraction) measured on n images, in points."""
+    return 100.0 * math.sqrt(max(acc * (1 - acc), 0.0) / n) if n > 0 else math.nan
+
+
+def convergence(val_acc: List[float], val_images: int, window_frac: float, se_multiple: float
+                ) -> Tuple[bool, float, float]:
+    """(converged, gain, threshold) of one run under the plan's rule: gain = best validation Acc@1 of the last
+    ceil(window_frac x epochs) epochs minus the best before them (points); threshold = se_multiple x the validation
+    SE at the run's best accuracy. Fewer than 2 epochs: not judgeable, (False, nan, threshold)."""
+    k = max(1, math.ceil(window_frac * len(val_acc)))
+    thr = se_multiple * val_se_pts(max(val_acc) if val_acc else math.nan, val_images)
+    if len(val_acc) < k + 1:
+        return False, math.nan, thr
+    gain = 100.0 * (max(val_acc[-k:]) - max(val_acc[:-k]))
+    return bool(gain < thr), gain, thr
+
+
+def collect(results: str, study: Optional[str], rule: Dict[str, Any]) -> pd.DataFrame:
+    """One row per finished run: results/studies/STUDY/CELL/sSEED (study given) or an exploratory snapshot's
+    results/cells/CELL/sSEED (study None), with the plan rule's convergence from its history.csv (an exploratory
+    run: the `converged` its metrics.json recorded under the rule it ran with; gain and threshold still the plan's)."""
+    pattern = f"{results}/studies/{study}/*/s*/metrics.json" if study else f"{results}/cells/*/s*/metrics.json"
+    rows = []
+    for path in sorted(glob.glob(pattern)):
+        m = pipeline.read_json(path)
+        hist = pd.read_csv(os.path.join(os.path.dirname(path), "history.csv"))
+        conv, gain, thr = convergence(hist["val_acc1"].tolist(), int(m.get("val_images") or 0),
+                                      rule["window_frac"], rule["se_multiple"])
+        if study is None:  # an exploratory run was early-stopped, not a whole schedule: its own recorded rule
+            conv = bool(m.get("converged"))
+        prov = m.get("provenance") or {}
+        procs = prov.get("processes") or []
+        rows.append(dict(cell=m["cell"], seed=int(m["seed"]), acc1=100 * m["acc1"],
+                         acc1_half_n=100 * m["acc1_half_n"], acc1_sub_n=100 * m["acc1_sub_n"],
+                         acc1_double_n=100 * m["acc1_double_n"], epochs_run=m.get("epochs_run"),
+                         best_epoch=m.get("best_epoch"), stopped_early=m.get("stopped_early"),
+                         converged=conv, gain_last_pts=gain, threshold_pts=thr, plan_hash=m.get("plan_hash"),
+                         machine="; ".join(prov.get("machines") or []), wall_s=prov.get("wall_s"),
+                         cpu_s=prov.get("cpu_s"), resumes=prov.get("resumes"),
+                         load_per_core=np.mean([p["load_per_core_mean"] for p in procs if "load_per_core_mean" in p])
+                         if procs else math.nan, source=path))
+    return pd.DataFrame(rows, columns=RUN_COLUMNS)
+
+
+RUN_COLUMNS = ["cell", "seed", "acc1", "acc1_half_n", "acc1_sub_n", "acc1_double_n", "epochs_run", "best_epoch",
+               "stopped_early", "converged", "gain_last_pts", "threshold_pts", "plan_hash", "machine", "wall_s",
+               "cpu_s", "resumes", "load_per_core", "source"]
+
+
+def values(q: Dict[str, Any], runs: pd.DataFrame, seeds: List[int], teacher_acc1: float) -> pd.Series:
+    """The question's statistic per seed (index = seed), over the plan's seeds that have every run it needs."""
+    if runs.empty:
+        return pd.Series(dtype=float)
+    by = runs[runs.seed.isin(seeds)].set_index(["cell", "seed"])
+    a = by.loc[q["a"]][q["metric"]] if q["a"] in by.index.get_level_values(0) else pd.Series(dtype=float)
+    if q["kind"] == "paired":
+        b = by.loc[q["b"]][q["metric"]] if q["b"] in by.index.get_level_values(0) else pd.Series(dtype=float)
+        out = (a - b).dropna()
+    elif q["kind"] == "within":
+        out = a - by.loc[q["a"]][q["metric_b"]]
+    else:  # teacher_gap
+        out = a - teacher_acc1
+    return out.sort_index()
+
+
+def decide(x: np.ndarray, q: Dict[str, Any], alpha: float) -> Dict[str, Any]:
+    """Mean, SD, the (1 - alpha) interval and the test's verdict (plan.yaml rules.verdict) of per-seed values x."""
+    n = len(x)
+    out = dict(n=n, mean=float(np.mean(x)) if n else math.nan, sd=float(np.std(x, ddof=1)) if n > 1 else math.nan,
+               ci_low=math.nan, ci_high=math.nan, verdict=INCONCLUSIVE)
+    if n < 2:
+        return out
+    se = out["sd"] / math.sqrt(n)
+    half = float(st.t.ppf(1 - alpha / 2, n - 1)) * se
+    lo, hi = out["mean"] - half, out["mean"] + half
+    out.update(ci_low=lo, ci_high=hi)
+    null, m = float(q.get("null") or 0.0), float(q.get("margin") or 0.0)
+    sign = 1.0 if q["direction"] == "greater" else -1.0
+    if q["test"] == "superiority":
+        if (lo > null if sign > 0 else hi < null):
+            out["verdict"] = SUPPORTS
+        elif (hi < null if sign > 0 else lo > null):
+            out["verdict"] = CONTRADICTS
+    elif q["test"] == "non_inferiority":
+        edge = null - sign * m
+        if (lo > edge if sign > 0 else hi < edge):
+            out["verdict"] = SUPPORTS
+        elif (hi < edge if sign > 0 else lo > edge):
+            out["verdict"] = CONTRADICTS
+    else:  # equivalence: TOST at alpha = the (1 - 2 alpha) interval inside null +- m
+        h90 = float(st.t.ppf(1 - alpha, n - 1)) * se
+        if null - m < out["mean"] - h90 and out["mean"] + h90 < null + m:
+            out["verdict"] = SUPPORTS
+        elif lo > null + m or hi < null - m:
+            out["verdict"] = CONTRADICTS
+    return out
+
+
+def judge(plan: Dict[str, Any], name: str, results: str = "results", teacher_acc1: Optional[float] = None
+          ) -> pd.DataFrame:
+    """The confirmatory (or the study's own status) rows of one study, plus an exploratory row per question that
+    names an exploratory results folder."""
+    s, rule = plan["studies"][name], plan["rules"]["convergence"]
+    alpha, want = plan_mod.family_alpha(plan, name), plan_mod.study_hash(plan, name)
+    if teacher_acc1 is None:
+        teacher_acc1 = _teacher_acc1(results)
+    runs = collect(results, name, rule)
+    rows = []
+    for q in s["questions"]:
+        rows.append(_row(plan, name, q, runs, s["seeds"], teacher_acc1, alpha, want, s["status"], results))
+        if q.get("exploratory"):
+            ex = q["exploratory"]
+            ex_runs = collect(ex, None, rule)
+            ex_seeds = sorted(ex_runs.seed.unique().tolist()) if not ex_runs.empty else []
+            rows.append(_row(plan, name, q, ex_runs, ex_seeds, _teacher_acc1(ex), alpha, None, "exploratory", ex))
+    return pd.DataFrame(rows)
+
+
+def _teacher_acc1(results: str) -> float:
+    path = os.path.join(results, "02_teacher/metrics.json")
+    return 100 * pipeline.read_json(path)["acc1"] if os.path.isfile(path) else math.nan
+
+
+def _row(plan: Dict[str, Any], name: str, q: Dict[str, Any], runs: pd.DataFrame, seeds: List[int],
+         teacher_acc1: float, alpha: float, want: Optional[str], status: str, source: str) -> Dict[str, Any]:
+    s = plan["studies"][name]
+    x = values(q, runs, seeds, teacher_acc1)
+    needed = [q["a"]] + ([q["b"]] if q["kind"] == "paired" else [])
+    used = runs[runs.cell.isin(needed) & runs.seed.isin(x.index)] if not runs.empty else runs
+    e = decide(x.to_numpy(dtype=np.float64), q, alpha)
+    planned = len(seeds)
+    if e["n"] == 0:
+        verdict = NOT_MEASURED
+    elif e["n"] < planned:
+        verdict = f"{INCOMPLETE} ({e['n']} of {planned} seeds)"
+    elif not used.converged.all():
+        verdict = NOT_CONVERGED
+    else:
+        verdict = e["verdict"]
+    post_hoc = bool(want is not None and not used.empty and (used.plan_hash != want).any())
+    paper = q.get("paper") or {}
+    return dict(study=name, family=s["family"], status=status, question=q["id"], claim=q["claim"], test=q["test"],
+                direction=q["direction"], margin=q.get("margin"), alpha_each=alpha, unit=q["unit"],
+                seeds=",".join(str(v) for v in x.index), n=e["n"], planned=planned, mean=e["mean"], sd=e["sd"],
+                ci_low=e["ci_low"], ci_high=e["ci_high"], converged=f"{int(used.converged.sum())}/{len(used)}",
+                verdict=verdict + (" (post hoc)" if post_hoc and e["n"] else ""), post_hoc=post_hoc,
+                paper_effect=paper.get("effect"), paper_source=paper.get("source"),
+                budget=f"{s['budget']['train_limit'] or 55000} images x {s['budget']['epochs']} epochs (whole schedule)"
+                if status != "exploratory" else "exploratory: early-stopped (patience), converged by its own recorded rule; rules chosen after the runs",
+                plan_hash=want or "", source=source)
+
+
+def figure(claims: pd.DataFrame, title: str):
+    """Forest plot: each question's interval (confirmatory and exploratory side by side), its null / margin, coloured
+    by verdict."""
+    import matplotlib.pyplot as plt
+
+    c = claims.reset_index(drop=True)
+    fig, ax = plt.subplots(figsize=(10, 0.45 * len(c) + 1.6))
+    for i, r in c.iterrows():
+        key = next((k for k in COLORS if str(r.verdict).startswith(k)), NOT_MEASURED)
+        y = len(c) - 1 - i
+        if r.n and not math.isnan(r.ci_low):
+            ax.plot([r.ci_low, r.ci_high], [y, y], color=COLORS[key], lw=3)
+        if r.n:
+            ax.plot(r["mean"], y, "o", color=COLORS[key], ms=6, mec="black" if r.status != "exploratory" else "none")
+        ax.text(1.01, y, str(r.verdict), transform=ax.get_yaxis_transform(), va="center", fontsize=8,
+                color=COLORS[key] if key not in (INCOMPLETE, NOT_MEASURED) else "black")
+        if r.margin and r.test != "superiority":
+            lim = [-r.margin, r.margin] if r.test == "equivalence" else [-r.margin]
+            for v in lim:
+                ax.plot([v, v], [y - 0.4, y + 0.4], color="black", lw=1, ls=":")
+    ax.axvline(0, color="black", lw=0.8)
+    ax.set_yticks(range(len(c)))
+    ax.set_yticklabels([f"{r.study} · {r.question} · {'expl.' if r.status == 'exploratory' else 'conf.'}"
+                        for r in c.iloc[::-1].itertuples()], fontsize=8)
+    ax.set_xlabel("statistic (Acc@1 points; > 0 = the paper's predicted side for superiority rows); "
+                  "bar = (1 - alpha/family) interval, dotted = margin")
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description="Verdicts of plan.yaml's questions from the pipeline's runs")
+    ap.add_argument("--plan", default=plan_mod.PLAN_FILE)
+    ap.add_argument("--results", default="results")
+    ap.add_argument("--out", default="results/evidence")
+    args = ap.parse_args(argv)
+    try:
+        plan = plan_mod.load(args.plan)
+    except plan_mod.PlanError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    os.makedirs(args.out, exist_ok=True)
+    claims = pd.concat([judge(plan, n, args.results) for n in plan["studies"]], ignore_index=True)
+    runs = pd.concat([collect(args.results, n, plan["rules"]["convergence"]).assign(study=n) for n in plan["studies"]],
+                     ignore_index=True)
+    pipeline.write_csv(claims.round(4), f"{args.out}/claims.csv")
+    pipeline.write_csv(runs.round(4), f"{args.out}/runs.csv")
+    pipeline.write_csv(plan_mod.power_table(plan).round(4), f"{args.out}/power.csv")
+    cols = ["study", "question", "status", "n", "mean", "ci_low", "ci_high", "converged", "verdict"]
+    with open(f"{args.out}/claims.md", "w") as f:
+        f.write(claims[cols].round(2).to_markdown(index=False) + "\n")
+    seeds = ", ".join(sorted({str(s) for st_ in plan["studies"].values() for s in st_["seeds"]}))
+    fig = figure(claims, f"Plan verdicts: confirmatory (seeds {seeds}, Fashion-MNIST test 10,000 images) beside "
+                         "exploratory (seeds 0-2)")
+    pipeline.save_figure(fig, f"{args.out}/verdicts.png")
+    print(claims[cols].round(2).to_string(index=False))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
