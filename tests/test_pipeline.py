@@ -28,6 +28,21 @@ TINY = {
 }
 
 
+def tiny_plan() -> dict:
+    """plan.yaml's studies at a tiny budget: 2 seeds, 2 epochs, 64 images; every study keeps its questions whose cells
+    it keeps (confirm_55k all three cells, the others ref and free), status exploratory (no power gate at 2 seeds)
+    and no exploratory snapshot (not copied)."""
+    plan = yaml.safe_load((ROOT / "plan.yaml").read_text())
+    for name, st in plan["studies"].items():
+        st.update(status="exploratory", seeds=[0, 1], budget={"train_limit": 64, "epochs": 2})
+        if name != "confirm_55k":
+            st["cells"] = {k: v for k, v in st["cells"].items() if k in ("ref", "free")}
+        st["questions"] = [q for q in st["questions"] if q["a"] in st["cells"] and q.get("b", q["a"]) in st["cells"]]
+        for q in st["questions"]:
+            q.pop("exploratory", None)
+    return plan
+
+
 def tiny_params() -> dict:
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     for block, over in TINY.items():
@@ -58,6 +73,9 @@ def repro(tmp_path_factory):
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
     (work / "params.yaml").write_text(yaml.safe_dump(tiny_params()))
+    (work / "plan.yaml").write_text(yaml.safe_dump(tiny_plan()))
+    for d in ("converged_fmnist", "budget_fmnist_3k", "budget_fmnist_1k"):  # the evidence stage's exploratory deps
+        (work / f"docs/evidence/{d}/results/cells").mkdir(parents=True)
     env = _env()
     subprocess.run(["dvc", "init", "--no-scm", "-q"], cwd=work, check=True, env=env)
     subprocess.run(["dvc", "config", "core.analytics", "false"], cwd=work, check=True, env=env)
@@ -85,6 +103,16 @@ def test_dvc_repro_tiny_writes_every_declared_output(repro):
             "lyapunov_vs_correctness", "prop1_bound"} <= set(measured.claim)
     assert (measured.seeds >= 3).all()
     stages.pop("cell")
+    plan = tiny_plan()
+    for study in plan["studies"]:  # the plan's study stages: every (cell, seed) ran its whole tiny schedule
+        stages.pop(study)
+        for name, seed in [(c, s) for c in plan["studies"][study]["cells"] for s in plan["studies"][study]["seeds"]]:
+            m = json.loads((repro / f"results/studies/{study}/{name}/s{seed}/metrics.json").read_text())
+            assert (m["study"], m["cell"], m["seed"], m["epochs_run"]) == (study, name, seed, 2)
+            assert m["plan_hash"] and m["provenance"]["resumes"] == 0 and m["provenance"]["cpu_s"] > 0
+    ev = __import__("pandas").read_csv(repro / "results/evidence/claims.csv")
+    assert len(ev) == sum(len(st["questions"]) for st in plan["studies"].values())  # no exploratory snapshot here
+    assert not ev.post_hoc.any() and (ev.n == 2).all()
     for name, st in stages.items():
         declared = []
         for kind in ("outs", "metrics", "plots"):
@@ -271,6 +299,9 @@ def test_stage_per_notebook():
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     assert stages.pop("cell")["cmd"] == "python -m odevit.repro.study ${item.name} ${item.seed}"  # the study's runs
     assert stages.pop("publish")["cmd"] == "python -m odevit.repro.publish"  # weights/ (tests/test_hub.py)
+    assert stages.pop("evidence")["cmd"] == "python -m odevit.repro.verdicts"  # the plan's verdicts
+    for study in yaml.safe_load((ROOT / "plan.yaml").read_text())["studies"]:  # one matrix stage per plan study
+        assert stages.pop(study)["cmd"] == f"python -m odevit.repro.study ${{item.cell}} ${{item.seed}} --study {study}"
     assert {f"notebooks/{n}.ipynb" for n in stages} == {f"notebooks/{p.name}" for p in NOTEBOOKS}
     for name, st in stages.items():
         assert st["cmd"] == f"python -m odevit.repro.notebook {name}", name  # validates, then papermill

@@ -4,7 +4,8 @@ the runs it judges.
     plan = load()                        # validated; PlanError (one line, naming the key) on a bad file
     study_hash(plan, "confirm_55k")      # sha256 of the study's block + the global rules: each run records it
     power_table(plan)                    # every question's power at its planned seeds (noncentral t, scipy)
-    python -m odevit.repro.plan          # validate, print the power table, write results/plan/power.csv
+    python -m odevit.repro.plan          # validate and print the power table (the evidence stage writes it to
+                                         # results/evidence/power.csv)
 
 A question is one pre-registered hypothesis: a statistic over the study's seeds (a paired difference of two cells, a
 difference of two metrics of one cell, or a cell's Acc@1 minus its teacher's), a test (superiority, non-inferiority,
@@ -218,7 +219,7 @@ def power_table(plan: Dict[str, Any]) -> pd.DataFrame:
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description="Validate plan.yaml and write its power table")
     ap.add_argument("--plan", default=PLAN_FILE)
-    ap.add_argument("--out", default="results/plan/power.csv")
+    ap.add_argument("--out", default=None, help="also write the table to this CSV")
     args = ap.parse_args(argv)
     try:
         plan = load(args.plan)
@@ -226,8 +227,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     t = power_table(plan)
-    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-    t.round(4).to_csv(args.out, index=False)
+    if args.out:
+        os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+        t.round(4).to_csv(args.out, index=False)
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(t[["study", "id", "test", "seeds", "alpha_each", "planning_sd", "paper_effect", "power_paper",
                  "pilot_effect", "power_pilot"]].round(3).to_string(index=False))

@@ -53,8 +53,10 @@ def _write(ckpt_dir: str, records: List[Dict[str, Any]]) -> None:
 class Monitor:
     """Samples the machine's load while a run works and records this process beside the run's earlier ones."""
 
-    def __init__(self, ckpt_dir: str, every_s: float = 5.0):
-        self.dir, self.every = ckpt_dir, every_s
+    def __init__(self, ckpt_dir: str, process_start: Optional[float] = None, every_s: float = 5.0):
+        """process_start: epoch seconds this process started (its start-up and data loading count in wall_s; CPU
+        seconds are always the whole process's)."""
+        self.dir, self.every, self.start = ckpt_dir, every_s, process_start
         self.loads: List[float] = []
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -70,7 +72,7 @@ class Monitor:
                        "lock_sha256": m["lock_sha256"]}
         self._records = read(self.dir) + [self.record]
         _write(self.dir, self._records)
-        self._t0, self._cpu0 = time.time(), _cpu_s()
+        self._t0 = self.start if self.start is not None else time.time()
         self._sample()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
@@ -89,7 +91,7 @@ class Monitor:
             self._thread.join()
         self._sample()
         self.record.update(ended=_now(), wall_s=round(time.time() - self._t0, 1),
-                           cpu_s=round(_cpu_s() - self._cpu0, 1), load_per_core_mean=round(sum(self.loads) / len(self.loads), 3),
+                           cpu_s=round(_cpu_s(), 1), load_per_core_mean=round(sum(self.loads) / len(self.loads), 3),
                            load_per_core_max=round(max(self.loads), 3), completed=exc[0] is None)
         _write(self.dir, self._records)
 

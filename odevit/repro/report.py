@@ -120,6 +120,14 @@ def budget(cells: pd.DataFrame, names: List[str]) -> str:
     return "; ".join(parts)
 
 
+def budget_of(cells: pd.DataFrame, names: List[str]) -> tuple:
+    """(budget text, every run of the named cells converged) — a claim resting on a run that had not finished learning
+    shows its numbers but no verdict (stats.NOT_CONVERGED)."""
+    g = cells[cells.cell.isin(names)]
+    conv = bool(len(g)) and "converged" in g and bool(g.converged.fillna(False).astype(bool).all())
+    return budget(cells, names), conv
+
+
 def _per_seed(cells: pd.DataFrame, name: str, col: str = "acc1") -> pd.Series:
     g = cells[cells.cell == name]
     return g.set_index("seed")[col].astype(float) if col in g else pd.Series(dtype=float)
@@ -142,8 +150,9 @@ CLAIM_COLUMNS = ["claim", "statement", "source", "direction", "statistic", "unit
                  "paper", "paper_value", "p_vs_paper", "vs_paper", "verdict", "finding", "cells", "budget", "note"]
 
 
-def _row(cid: str, e: dict, cells: str, budget_: str, note: str = "") -> dict:
+def _row(cid: str, e: dict, cells: str, budget_: tuple, note: str = "") -> dict:
     c = paper.claim(cid)
+    budget_, conv = budget_
     return {"claim": cid, "statement": c.statement, "source": c.source, "direction": c.direction,
             "statistic": c.statistic, "unit": c.unit, "ours_mean": e["mean"], "ours_std": e["std"], "seeds": e["n"],
             "ci_low": e["ci_low"], "ci_high": e["ci_high"], "p_vs_null": e.get("p_vs_null", math.nan),
@@ -152,7 +161,7 @@ def _row(cid: str, e: dict, cells: str, budget_: str, note: str = "") -> dict:
             "ci90_high": e.get("ci90_high", math.nan), "paper": c.paper,
             "paper_value": math.nan if c.value is None else c.value, "p_vs_paper": e.get("p_vs_paper", math.nan),
             "vs_paper": e.get("vs_paper", ""), "verdict": "", "finding": "", "cells": cells, "budget": budget_,
-            "note": note, "_e": e}
+            "note": note, "_e": e, "_conv": conv}
 
 
 # (claim, cell a, cell b): Acc@1 a - b paired by seed; the ablation family is the claims with `family` set
@@ -187,7 +196,7 @@ def claims(results: str = "results", reference: str = "ref", margin_pts: float =
         a = reference if a == "ref" else a
         c = paper.claim(cid)
         e = stats.estimate(_paired_values(cells, a, b, relative), c.direction, 0.0, paper=c.value)
-        row = _row(cid, e, f"{a} − {b}: " + cell_files.format(f"{{{a},{b}}}"), budget(cells, [a, b]))
+        row = _row(cid, e, f"{a} − {b}: " + cell_files.format(f"{{{a},{b}}}"), budget_of(cells, [a, b]))
         row["finding"] = stats.finding(e, a, b)
         rows.append(row)
 
@@ -201,7 +210,7 @@ def claims(results: str = "results", reference: str = "ref", margin_pts: float =
         # student that keeps more of its teacher than the paper's did is not evidence against it)
         e = stats.estimate(_per_seed(cells, cell) / t["acc1"], c.direction, c.value - margin, paper=c.value)
         rows.append(_row(cid, e, f"{cell}: {cell_files.format(cell)}; {results}/02_teacher/metrics.json",
-                         budget(cells, [cell]), f"non-inferiority: null = the paper's {c.value:.3f} − {margin_pts:g} "
+                         budget_of(cells, [cell]), f"non-inferiority: null = the paper's {c.value:.3f} − {margin_pts:g} "
                          f"pt of Acc@1 / teacher Acc@1 {t['acc1']:.4f}"))
     ref = cells[cells.cell == reference]
     for cid, num, den in [("compression_total", t["params_m"], ref.params_m.astype(float) if len(ref) else None),
@@ -210,17 +219,17 @@ def claims(results: str = "results", reference: str = "ref", margin_pts: float =
         v = [] if den is None else list(num / den)
         e = stats.estimate(v, paper.claim(cid).direction)
         rows.append(_row(cid, e, f"{reference}: {cell_files.format(reference)}; {results}/02_teacher/metrics.json",
-                         budget(cells, [reference]), f"teacher {num:g} / student "
+                         budget_of(cells, [reference]), f"teacher {num:g} / student "
                          + (f"{den.iloc[0]:g}" if den is not None else "missing")))
     for cid, col in [("step_robustness_half", "acc1_half_n"), ("step_robustness_double", "acc1_double_n")]:
         d = (100 * (ref[col] - ref["acc1_sub_n"])).to_numpy(dtype=np.float64) if col in ref else np.array([])
         e = stats.estimate(d, "equivalent", 0.0, margin_pts)
         rows.append(_row(cid, e, f"{reference}: {cell_files.format(reference)} ({col} − acc1_sub_n)",
-                         budget(cells, [reference]), f"margin ±{margin_pts:g} pt (params.yaml "
+                         budget_of(cells, [reference]), f"margin ±{margin_pts:g} pt (params.yaml "
                                                      "study.equivalence_margin_pts)"))
     for cid, a, b in PAIRS[2:]:
         pair(cid, a, b)
-    lyap_budget = budget(cells, [reference])
+    lyap_budget = budget_of(cells, [reference])
     for cid, key in [("lyapunov_vs_correctness", "lyapunov"), ("lyapunov_class_vs_accuracy", "lyapunov_class")]:
         c = paper.claim(cid)
         e = stats.estimate(_dyn_values(dyn, key, reference, "r"), c.direction, 0.0, paper=c.value)
@@ -237,13 +246,13 @@ def claims(results: str = "results", reference: str = "ref", margin_pts: float =
     c = paper.claim("jasmin_on_minus_off_lyapunov")
     e = stats.estimate([lo[s]["mean"] - lj[s]["mean"] for s in seeds], c.direction, 0.0, paper=c.value)
     rows.append(_row(c.id, e, f"{dyn_path}: lyapunov.{{{reference},jasmin_off}}.mean",
-                     budget(cells, [reference, "jasmin_off"])))
+                     budget_of(cells, [reference, "jasmin_off"])))
     p1 = dyn.get("prop1", {})
     fr = [v.get("fraction_within", math.nan) for v in p1.values()]
     tight = [v.get("tightness_median", math.nan) for v in p1.values()]
     e = {"n": len(fr), "mean": float(np.min(fr)) if fr else math.nan, "std": math.nan, "ci_low": math.nan,
          "ci_high": math.nan}
-    row = _row("prop1_bound", e, f"{dyn_path}: prop1", budget(cells, [reference]),
+    row = _row("prop1_bound", e, f"{dyn_path}: prop1", budget_of(cells, [reference]),
                "; ".join(f"{s}: within {v.get('fraction_within', math.nan):.3f}, tightness min "
                          f"{v.get('tightness_min', math.nan):.3g} / median {v.get('tightness_median', math.nan):.3g}, "
                          f"L_max {v.get('L_max', math.nan):.3g}; with L = {v.get('paper_L', math.nan):g}: within "
@@ -255,11 +264,14 @@ def claims(results: str = "results", reference: str = "ref", margin_pts: float =
         rows[i]["holm_p"] = h
     for r in rows:
         e = r.pop("_e")
+        conv = r.pop("_conv")
         if not r["verdict"]:
             r["replication"] = stats.replication(e)
             c = paper.claim(r["claim"])  # per_unit: unit_p gates it (NaN: undecided)
             r["verdict"] = stats.verdict(e, r["holm_p"] if c.family else None, replication_min,
                                          r["unit_p"] if c.per_unit else None)
+        if not conv and r["verdict"] not in (stats.NOT_MEASURED, stats.FACT, stats.NOT_A_CLAIM):
+            r["verdict"] = stats.NOT_CONVERGED  # numbers, no verdict: a run it rests on had not finished learning
     return pd.DataFrame(rows, columns=CLAIM_COLUMNS)
 
 
@@ -329,7 +341,7 @@ def figures(results: str = "results") -> List[str]:
 
 VERDICT_COLORS = {stats.SUPPORTS: "#1a9850", stats.CONTRADICTS: "#d73027", stats.INCONCLUSIVE: "#7f7f7f",
                   stats.VACUOUS: "#fdae61", stats.FACT: "#000000", stats.NOT_A_CLAIM: "#4575b4",
-                  stats.NOT_MEASURED: "#d9d9d9"}
+                  stats.NOT_MEASURED: "#d9d9d9", stats.NOT_CONVERGED: "#969696"}
 
 
 def ablations(cells: pd.DataFrame, reference: str = "ref") -> pd.DataFrame:

@@ -84,6 +84,7 @@ def auc(values: Sequence[float], flag: Sequence[bool]) -> float:
 
 SUPPORTS, CONTRADICTS, INCONCLUSIVE = "supports", "contradicts", "inconclusive at this budget"
 VACUOUS, FACT, NOT_A_CLAIM, NOT_MEASURED = "holds, vacuous", "fact", "not a claim", "not measured"
+NOT_CONVERGED = "not converged"  # numbers without a verdict: a run the claim rests on had not finished learning
 DIRECTIONS = ("greater", "less", "equivalent", "none", "fact")
 ALPHA = 0.05
 COUNTED = {SUPPORTS: "supports", CONTRADICTS: "contradicts", INCONCLUSIVE: "inconclusive"}  # the summary's counts

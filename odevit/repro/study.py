@@ -127,7 +127,7 @@ def run(name: str, seed: int, params_file: str = "params.yaml", study_name: Opti
     print(f"cell {name} seed {seed}: {'free (from scratch)' if free else f'distilled, c = {c}'}; "
           f"{tr.n} training images x {d.epochs} epochs, selected on {b.select_on}", flush=True)
     evals = pipeline.eval_loaders(b, va, te)
-    with provenance.Monitor(ckpt) as mon:
+    with provenance.Monitor(ckpt, start) as mon:
         if free:
             hist = pipeline.fit_free(model, b, d, tr, evals, ckpt, times=ph)
         else:
@@ -142,7 +142,7 @@ def run(name: str, seed: int, params_file: str = "params.yaml", study_name: Opti
                    encoder_params=model.encoder_params(), params_m=pipeline.params_m(model),
                    trainable_params_m=pipeline.params_m(model, True), epochs=d.epochs, train_images=tr.n,
                    val_images=va.n if va is not None else 0, **pipeline.run_summary(hist, b, d),
-                   provenance=mon.summary())
+                   provenance=mon.summary(), source=train.fingerprint())  # source: the training code's hash
     if study_name is not None:
         metrics.update(study=study_name, plan_hash=plan_hash, precision=b.precision)
     pipeline.write_csv(pd.DataFrame(hist), f"{out}/history.csv")

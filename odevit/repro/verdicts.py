@@ -31,8 +31,8 @@ from . import plan as plan_mod
 
 SUPPORTS, CONTRADICTS, INCONCLUSIVE = "supports", "contradicts", "inconclusive"
 NOT_MEASURED, INCOMPLETE, NOT_CONVERGED = "not measured", "incomplete", "not converged"
-COLORS = {SUPPORTS: "#1b9e77", CONTRADICTS: "#d95f02", INCONCLUSIVE: "#7570b3", NOT_CONVERGED: "#999999",
-          INCOMPLETE: "#cccccc", NOT_MEASURED: "#eeeeee"}  # one palette for every verdict figure
+COLORS = {SUPPORTS: "#1a9850", CONTRADICTS: "#d73027", INCONCLUSIVE: "#7f7f7f", NOT_CONVERGED: "#969696",
+          INCOMPLETE: "#bdbdbd", NOT_MEASURED: "#d9d9d9"}  # the claims figure's colours (report.VERDICT_COLORS)
 
 
 def val_se_pts(acc: float, n: int) -> float:

@@ -1,0 +1,122 @@
+"""Run a plan's study stages several at a time, outside DVC (which runs one stage at a time), then record them in DVC.
+
+    python -m odevit.repro.runner confirm_1k confirm_3k --jobs 2             # the runs not finished yet, 2 at once
+    python -m odevit.repro.runner confirm_55k --jobs 12 --threads 1 --deadline 540   # on a GPU machine (no DVC there)
+    python -m odevit.repro.runner confirm_55k --commit                       # here: `dvc commit` the finished runs
+
+Each run is its stage's own command (`python -m odevit.repro.study CELL SEED --study STUDY`), so what it writes is
+what `dvc repro STUDY@CELL-SEED` writes; its output goes to checkpoints/studies/STUDY/CELL/sSEED/log.txt. A run whose
+metrics.json exists is finished and skipped. `--deadline S`: no run starts after S seconds and running ones are
+stopped (SIGTERM) at S; each resumes from its last.pt next time. `--commit` records each finished run in dvc.lock
+(`dvc commit`), after checking that it was trained by this code (its metrics.json's `source` = the training source's
+hash now) under this plan: a run made by other code is refused, never adopted.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import List, Tuple
+
+from tqdm import tqdm
+
+from . import pipeline
+from . import plan as plan_mod
+from . import train
+from .study import cell_dir
+
+
+def runs(plan: dict, studies: List[str]) -> List[Tuple[str, str, int]]:
+    """(study, cell, seed) of the given studies, longest budgets first (they bound the wall time)."""
+    for s in studies:
+        if s not in plan["studies"]:
+            raise plan_mod.PlanError(f"plan: study '{s}' is not one of {list(plan['studies'])}")
+    cost = lambda s: (plan["studies"][s]["budget"]["train_limit"] or 55000) * plan["studies"][s]["budget"]["epochs"]
+    return [(s, c, seed) for s in sorted(studies, key=cost, reverse=True)
+            for seed in plan["studies"][s]["seeds"] for c in plan["studies"][s]["cells"]]
+
+
+def finished(study: str, cell: str, seed: int) -> bool:
+    return os.path.isfile(f"{cell_dir('results', cell, seed, study)}/metrics.json")
+
+
+def launch(study: str, cell: str, seed: int, threads: int) -> subprocess.Popen:
+    ckpt = cell_dir("checkpoints", cell, seed, study)
+    os.makedirs(ckpt, exist_ok=True)
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), PYTHONUNBUFFERED="1")
+    log = open(os.path.join(ckpt, "log.txt"), "a")
+    return subprocess.Popen([sys.executable, "-m", "odevit.repro.study", cell, str(seed), "--study", study],
+                            stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+
+
+def run_all(todo: List[Tuple[str, str, int]], jobs: int, threads: int, deadline: float) -> List[Tuple]:
+    """Run `todo` `jobs` at a time until done or `deadline` seconds; returns (study, cell, seed, returncode)."""
+    t0, pending, active, done = time.time(), list(todo), {}, []
+    bar = tqdm(total=len(todo), desc="runs", unit="run")
+    while pending or active:
+        late = deadline > 0 and time.time() - t0 > deadline
+        while pending and len(active) < jobs and not late:
+            key = pending.pop(0)
+            active[key] = launch(*key, threads)
+        for key, p in list(active.items()):
+            if p.poll() is not None:
+                done.append((*key, p.returncode))
+                del active[key]
+                bar.update(1)
+        if late:
+            for p in active.values():
+                os.killpg(p.pid, signal.SIGTERM)  # resumes from last.pt next time
+            for key, p in active.items():
+                p.wait()
+                done.append((*key, "stopped at the deadline"))
+            break
+        time.sleep(2)
+    bar.close()
+    return done
+
+
+def commit(plan: dict, studies: List[str]) -> List[str]:
+    """`dvc commit` every finished run of the studies whose training source and plan hash are today's."""
+    source = train.fingerprint()
+    stages = []
+    for s, c, seed in runs(plan, studies):
+        if not finished(s, c, seed):
+            continue
+        m = pipeline.read_json(f"{cell_dir('results', c, seed, s)}/metrics.json")
+        if m.get("source") != source:
+            raise SystemExit(f"{s}@{c}-{seed}: trained by other code (source {m.get('source')} != {source}): rerun it, "
+                             "never adopt it")
+        stages.append(f"{s}@{c}-{seed}")
+    if stages:
+        subprocess.run(["dvc", "commit", "-f", *stages], check=True)
+    return stages
+
+
+def main(argv: List[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="Run plan study stages several at a time; --commit records them in DVC")
+    ap.add_argument("studies", nargs="+")
+    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=max(1, (os.cpu_count() or 1) // 2))
+    ap.add_argument("--deadline", type=float, default=0.0, help="seconds; 0 = none")
+    ap.add_argument("--commit", action="store_true", help="dvc commit the finished runs (checked) instead of running")
+    args = ap.parse_args(argv)
+    try:
+        plan = plan_mod.load()
+        if args.commit:
+            print("\n".join(commit(plan, args.studies)) or "no finished run")
+            return 0
+        todo = [r for r in runs(plan, args.studies) if not finished(*r)]
+    except plan_mod.PlanError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"{len(todo)} runs to do, {args.jobs} at a time, {args.threads} threads each", flush=True)
+    for s, c, seed, rc in run_all(todo, args.jobs, args.threads, args.deadline):
+        print(f"{s}@{c}-{seed}: {'done' if rc == 0 else rc}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

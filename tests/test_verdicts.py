@@ -1,0 +1,109 @@
+"""Verdicts from the plan: hand-computed intervals, each verdict flipping when the data do, the convergence rule, and
+the post hoc label flipping both ways with the plan."""
+import copy
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from odevit.repro import plan as P
+from odevit.repro import verdicts as V
+
+Q = dict(id="q", claim="c", kind="paired", a="ref", b="free", metric="acc1", unit="pt", test="superiority",
+         direction="greater")
+
+
+def test_superiority_interval_by_hand_and_flips():
+    x = [2.0, 2.5, 3.0]  # mean 2.5, sd 0.5; alpha 0.05: t(0.975, 2) = 4.302653
+    e = V.decide(x, Q, 0.05)
+    half = 4.302652729911275 * 0.5 / math.sqrt(3)
+    assert (e["mean"], e["sd"]) == (2.5, 0.5) and e["ci_low"] == pytest.approx(2.5 - half)
+    assert e["verdict"] == V.SUPPORTS
+    assert V.decide([-v for v in x], Q, 0.05)["verdict"] == V.CONTRADICTS
+    assert V.decide([1.0, -1.0, 0.5], Q, 0.05)["verdict"] == V.INCONCLUSIVE
+    # a stricter family level widens the interval: alpha 0.001, t(0.9995, 2) = 31.6 -> half 9.1 -> inconclusive
+    assert V.decide(x, Q, 0.001)["verdict"] == V.INCONCLUSIVE
+    less = dict(Q, direction="less")
+    assert V.decide(x, less, 0.05)["verdict"] == V.CONTRADICTS
+
+
+def test_non_inferiority_and_equivalence_flip():
+    ni = dict(Q, test="non_inferiority", margin=5.6)
+    assert V.decide([-1.0, -0.5, -1.5], ni, 0.05)["verdict"] == V.SUPPORTS          # well above -5.6
+    assert V.decide([-9.0, -8.5, -9.5], ni, 0.05)["verdict"] == V.CONTRADICTS       # entirely below -5.6
+    assert V.decide([-5.0, -7.0, -6.0], ni, 0.05)["verdict"] == V.INCONCLUSIVE
+    eq = dict(Q, test="equivalence", direction="none", margin=1.0)
+    assert V.decide([0.1, -0.1, 0.0, 0.05, -0.05], eq, 0.05)["verdict"] == V.SUPPORTS
+    assert V.decide([-65.0, -60.0, -70.0], eq, 0.05)["verdict"] == V.CONTRADICTS
+    assert V.decide([0.5, -1.5, 1.0], eq, 0.05)["verdict"] == V.INCONCLUSIVE
+
+
+def test_convergence_rule_by_hand():
+    # 8 epochs, window 25 % -> last 2; best before 0.880, best of the last two 0.884: gain 0.4 pt;
+    # threshold = SE at 0.884 on 5000 images = 100 sqrt(0.884 * 0.116 / 5000) = 0.4529 pt -> converged
+    accs = [0.70, 0.80, 0.85, 0.86, 0.87, 0.880, 0.883, 0.884]
+    conv, gain, thr = V.convergence(accs, 5000, 0.25, 1.0)
+    assert gain == pytest.approx(0.4) and thr == pytest.approx(100 * math.sqrt(0.884 * 0.116 / 5000))
+    assert conv
+    accs[-1] = 0.890  # a 1 pt gain in the schedule's tail: still learning
+    assert not V.convergence(accs, 5000, 0.25, 1.0)[0]
+
+
+def _tree(root, study, hashes, acc, epochs_acc=None):
+    """results/studies/STUDY/{ref,free}/sSEED: metrics.json + history.csv."""
+    for cell, base in (("ref", acc), ("free", 0.80)):
+        for i, seed in enumerate((100, 101, 102)):
+            d = root / "studies" / study / cell / f"s{seed}"
+            d.mkdir(parents=True, exist_ok=True)
+            a = base + 0.001 * i
+            m = dict(cell=cell, seed=seed, acc1=a, acc1_half_n=a, acc1_sub_n=a, acc1_double_n=a, epochs_run=4,
+                     best_epoch=4, val_images=5000, plan_hash=hashes[i], provenance={})
+            (d / "metrics.json").write_text(json.dumps(m))
+            pd.DataFrame({"epoch": [1, 2, 3, 4], "val_acc1": epochs_acc or [0.5, 0.7, 0.8, 0.801]}).to_csv(
+                d / "history.csv", index=False)
+    (root / "02_teacher").mkdir(exist_ok=True)
+    (root / "02_teacher" / "metrics.json").write_text(json.dumps({"acc1": 0.85}))
+
+
+def _plan():
+    plan = P.load("plan.yaml")
+    st = plan["studies"]["confirm_3k"]
+    st["seeds"] = [100, 101, 102]
+    st["cells"] = {"ref": {}, "free": {"free": True}}
+    st["questions"] = [dict(q, exploratory=None) for q in st["questions"] if q["a"] == "ref"]
+    return plan
+
+
+def test_rows_follow_data_convergence_and_plan_hash(tmp_path):
+    plan = _plan()
+    h = P.study_hash(plan, "confirm_3k")
+    _tree(tmp_path, "confirm_3k", [h] * 3, acc=0.83)  # ref 3 pt above free in every seed
+    row = V.judge(plan, "confirm_3k", str(tmp_path)).iloc[0]
+    assert row.verdict == V.SUPPORTS and not row.post_hoc and row.n == 3 and row["mean"] == pytest.approx(3.0)
+    _tree(tmp_path, "confirm_3k", [h] * 3, acc=0.77)  # now 3 pt below: the verdict flips with the data
+    assert V.judge(plan, "confirm_3k", str(tmp_path)).iloc[0].verdict == V.CONTRADICTS
+    # one run trained under another version of the study's plan: post hoc; back to this plan's hash: not
+    _tree(tmp_path, "confirm_3k", [h, h, "0123456789ab"], acc=0.77)
+    row = V.judge(plan, "confirm_3k", str(tmp_path)).iloc[0]
+    assert row.post_hoc and row.verdict == f"{V.CONTRADICTS} (post hoc)"
+    edited = copy.deepcopy(plan)
+    edited["studies"]["confirm_3k"]["questions"][0]["claim"] += " (reworded after the runs)"
+    _tree(tmp_path, "confirm_3k", [h] * 3, acc=0.77)
+    assert V.judge(edited, "confirm_3k", str(tmp_path)).iloc[0].post_hoc       # plan changed after the runs
+    assert not V.judge(plan, "confirm_3k", str(tmp_path)).iloc[0].post_hoc
+    # still learning in the schedule's tail -> not converged, no verdict
+    _tree(tmp_path, "confirm_3k", [h] * 3, acc=0.77, epochs_acc=[0.5, 0.6, 0.7, 0.8])
+    assert V.judge(plan, "confirm_3k", str(tmp_path)).iloc[0].verdict == V.NOT_CONVERGED
+
+
+def test_missing_seeds_say_incomplete_and_family_size_is_fixed(tmp_path):
+    plan = _plan()
+    h = P.study_hash(plan, "confirm_3k")
+    _tree(tmp_path, "confirm_3k", [h] * 3, acc=0.83)
+    import shutil
+    shutil.rmtree(tmp_path / "studies/confirm_3k/free/s102")
+    row = V.judge(plan, "confirm_3k", str(tmp_path)).iloc[0]
+    assert row.verdict == "incomplete (2 of 3 seeds)"
+    assert row.alpha_each == pytest.approx(0.05 / len(plan["studies"]["confirm_3k"]["questions"]))
+    assert V.judge(plan, "confirm_1k", str(tmp_path)).verdict.eq(V.NOT_MEASURED).any()
