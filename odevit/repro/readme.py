@@ -662,7 +662,41 @@ def cite(root: str = ".") -> str:
             "(`LICENSE`); `CITATION.cff` holds both (GitHub's \"Cite this repository\" reads it).")
 
 
+def plan_verdicts(root: str = ".") -> str:
+    """The plan's questions (plan.yaml, fixed before the runs) with their computed verdicts, confirmatory beside
+    exploratory (results/evidence/claims.csv), and how many of the planned runs exist (results/evidence/runs.csv)."""
+    c = pd.read_csv(os.path.join(root, "results/evidence/claims.csv"))
+    runs = pd.read_csv(os.path.join(root, "results/evidence/runs.csv"))
+
+    def cell(r: Any) -> str:
+        if not r.n:
+            return f"– (0 of {r.planned} seeds) **{r.verdict}**"
+        ci = "" if pd.isna(r.ci_low) else f" [{r.ci_low:+.2f}, {r.ci_high:+.2f}]"
+        return f"{r['mean']:+.2f}{ci} {r.unit}, n = {r.n}: **{r.verdict}**"
+
+    rows = ["| study | question | test | confirmatory (fresh seeds, this plan) | exploratory (seeds 0-2, rules chosen after) |",
+            "|---|---|---|---|---|"]
+    for (study, q), g in c.groupby(["study", "question"], sort=False):
+        conf = g[g.status != "exploratory"]
+        expl = g[g.status == "exploratory"]
+        r0 = g.iloc[0]
+        test = r0.test.replace("_", "-") + ("" if pd.isna(r0.margin) else f" ±{r0.margin:g}" if r0.test == "equivalence"
+                                            else f" (margin {r0.margin:g})")
+        rows.append(f"| {study} | {r0.claim} (`{q}`) | {test}, α {r0.alpha_each:.3g} | "
+                    f"{cell(conf.iloc[0]) if len(conf) else '–'} | {cell(expl.iloc[0]) if len(expl) else '–'} |")
+    from . import plan as plan_mod
+
+    plan = plan_mod.load(os.path.join(root, plan_mod.PLAN_FILE))
+    planned = sum(len(st["cells"]) * len(st["seeds"]) for st in plan["studies"].values())
+    machines = ", ".join(sorted(runs.machine.dropna().unique())) or "none yet"
+    head = (f"{len(runs)} of {planned} planned confirmatory runs are in (machines: {machines}); "
+            f"{int(runs.converged.sum())} converged by the plan's rule. Intervals at each question's level "
+            "(α / the family's size); `python -m odevit.repro.verdicts` recomputes every row.")
+    return head + "\n\n" + "\n".join(rows)
+
+
 SECTIONS: Dict[str, Callable[[str], str]] = {
+    "plan-verdicts": plan_verdicts,
     "claims-summary": claims_summary, "module-map": module_map, "claims-table": claims_table, "main-table": main_table, "weights-table": weights_table,
     "dynamics-summary": dynamics_summary, "bench-tables": bench_tables, "bench-summary": bench_summary,
     "cpu-study": cpu_study, "converged-study": converged_study, "budget-curve": budget_curve,
