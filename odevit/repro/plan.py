@@ -78,6 +78,9 @@ def check(plan: Dict[str, Any], path: str = PLAN_FILE) -> None:
           f"{path}: rules.convergence.window_frac must be in (0, 1)")
     _need(isinstance(conv.get("se_multiple"), (int, float)) and conv["se_multiple"] > 0,
           f"{path}: rules.convergence.se_multiple must be > 0")
+    for i, rep in enumerate(plan.get("replicates") or []):
+        _need(isinstance(rep, dict) and rep.get("study") in (plan.get("studies") or {}) and isinstance(rep.get("results"), str),
+              f"{path}: replicates[{i}] needs study (one of the studies) and results (its folder on another machine type)")
     studies = plan.get("studies")
     _need(isinstance(studies, dict) and studies, f"{path}: 'studies' must map study names to their plans")
     families: Dict[str, str] = {}

@@ -188,6 +188,30 @@ def _row(plan: Dict[str, Any], name: str, q: Dict[str, Any], runs: pd.DataFrame,
                 plan_hash=want or "", source=source)
 
 
+def machine_shift(plan: Dict[str, Any], results: str = "results") -> pd.DataFrame:
+    """The machine as a measured variance component: each replicate (plan.yaml `replicates`: the same study, cells,
+    seeds and code re-run on another machine type, its results folder) against the study's runs here, run by run.
+    Per (replicate, cell): n paired runs, the mean and SD over seeds of the shift (replicate - here, Acc@1 points),
+    the largest |shift|, how many runs are bit-identical in Acc@1, and the machines on each side."""
+    rule = plan["rules"]["convergence"]
+    rows = []
+    for rep in plan.get("replicates") or []:
+        here = collect(results, rep["study"], rule)
+        there = collect(rep["results"], rep["study"], rule)
+        if here.empty or there.empty:
+            continue
+        m = here.merge(there, on=["cell", "seed"], suffixes=("", "_rep"))
+        for cell, g in m.groupby("cell"):
+            d = (g.acc1_rep - g.acc1).to_numpy(dtype=np.float64)
+            rows.append(dict(replicate=rep["results"], study=rep["study"], cell=cell, n=len(d),
+                             shift_mean=float(d.mean()), shift_sd=float(d.std(ddof=1)) if len(d) > 1 else math.nan,
+                             shift_max_abs=float(np.abs(d).max()), identical=int((d == 0).sum()),
+                             machine_here="; ".join(sorted(g.machine.unique())),
+                             machine_replicate="; ".join(sorted(g.machine_rep.unique()))))
+    return pd.DataFrame(rows, columns=["replicate", "study", "cell", "n", "shift_mean", "shift_sd", "shift_max_abs",
+                                       "identical", "machine_here", "machine_replicate"])
+
+
 def figure(claims: pd.DataFrame, title: str):
     """Forest plot: each question's interval (confirmatory and exploratory side by side), its null / margin, coloured
     by verdict."""
@@ -237,6 +261,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     pipeline.write_csv(claims.round(4), f"{args.out}/claims.csv")
     pipeline.write_csv(runs.round(4), f"{args.out}/runs.csv")
     pipeline.write_csv(plan_mod.power_table(plan).round(4), f"{args.out}/power.csv")
+    pipeline.write_csv(machine_shift(plan, args.results).round(4), f"{args.out}/machine_shift.csv")
     cols = ["study", "question", "status", "n", "mean", "ci_low", "ci_high", "converged", "verdict"]
     with open(f"{args.out}/claims.md", "w") as f:
         f.write(claims[cols].round(2).to_markdown(index=False) + "\n")
