@@ -36,7 +36,7 @@ def tiny_plan() -> dict:
     plan.pop("replicates", None)  # their folders are not copied
     for name, st in plan["studies"].items():
         st.update(status="exploratory", seeds=[0, 1], budget={"train_limit": 64, "epochs": 2})
-        if name != "confirm_55k":
+        if name.startswith("confirm_") and name not in ("confirm_55k",):
             st["cells"] = {k: v for k, v in st["cells"].items() if k in ("ref", "free")}
         st["questions"] = [q for q in st["questions"] if q["a"] in st["cells"] and q.get("b", q["a"]) in st["cells"]]
         for q in st["questions"]:

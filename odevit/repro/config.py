@@ -146,6 +146,8 @@ class Distill(Optim, ODE):
     unfreeze_head_at: int = -1  # epoch at which the head becomes trainable (-1 = never)
     jasmin_maps_from: str = "steps"  # JaSMin over the last floor(.85 N) maps | 'grid_points': int(.85 (N+1)) (published)
     attn_maps_after_dropout: bool = False  # True = JaSMin / attention-L1 see the maps after dropout (published)
+    train_steps: List[int] = field(default_factory=list)  # ours, beyond the paper: N drawn per batch from this list
+    # (each >= the teacher's depth), the checkpoint schedule recomputed for that N; [] = always num_steps
 
 
 @dataclass
@@ -338,6 +340,9 @@ def check_stage(stage: str, params_file: str = "params.yaml") -> Dict[str, Any]:
     t = cfg.get("teacher")
     if t is not None and t.weights_file and not os.path.isfile(t.weights_file):
         raise ConfigError(f"params.yaml: teacher.weights_file = {t.weights_file!r} does not exist")
+    if "distill" in cfg and any(n < t.depth for n in cfg["distill"].train_steps):
+        raise ConfigError(f"params.yaml: distill.train_steps = {cfg['distill'].train_steps}: each N must be >= the "
+                          f"{t.depth} teacher checkpoints (teacher.depth)")
     if "distill" in cfg and cfg["distill"].num_steps < t.depth:
         raise ConfigError(f"params.yaml: distill.num_steps = {cfg['distill'].num_steps} is fewer than the "
                           f"{t.depth} teacher checkpoints (teacher.depth); need num_steps >= depth")
@@ -351,7 +356,10 @@ def check_stage(stage: str, params_file: str = "params.yaml") -> Dict[str, Any]:
         for name, ov in st.cells.items():
             if ov is not None and not isinstance(ov, dict):
                 raise ConfigError(f"params.yaml: study.cells.{name} = {ov!r}: expected a dict of distill keys")
-            cell_config(cfg["distill"], st, name)
+            d_cell, _ = cell_config(cfg["distill"], st, name)
+            if t is not None and any(n < t.depth for n in d_cell.train_steps):
+                raise ConfigError(f"params.yaml: study.cells.{name}.train_steps = {d_cell.train_steps}: each N must "
+                                  f"be >= the {t.depth} teacher checkpoints (teacher.depth)")
     return cfg
 
 

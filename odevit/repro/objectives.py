@@ -56,6 +56,7 @@ def distill(
     grid: Optional[int] = None,
     cache: Optional[torch.Tensor] = None,
     jasmin_maps_from: str = "steps",
+    step_schedules: Optional[Dict[int, Sequence[int]]] = None,
 ):
     """Teacher-student: the student's states at c_l pass through the teacher's h_l (MSE), + JaSMin, + CE from
     `ce_from_epoch` (curriculum), + the published attention-map L1 term (off by default).
@@ -63,7 +64,10 @@ def distill(
     With ce_weight 0 (the label-free default) the labels y are never read: the frozen head only classifies.
     `jasmin_maps_from`: which last maps JaSMin averages ('steps' ours, 'grid_points' published; `losses.jasmin`).
     `cache` (n, L, D): the teacher's CLS states h_1..h_L of every training sample (see `teacher_cls_cache`); with
-    it, batches that come with their sample indices skip the teacher forward."""
+    it, batches that come with their sample indices skip the teacher forward.
+    `step_schedules` {N: checkpoints for N} (distill.train_steps): each batch integrates with an N drawn uniformly
+    from its keys (torch's RNG: seeded, and saved with last.pt) and is compared at that N's checkpoints."""
+    choices = sorted(step_schedules) if step_schedules else []
     teacher.eval()
     for p in teacher.parameters():
         p.requires_grad_(False)
@@ -78,8 +82,12 @@ def distill(
             else:
                 hs = hidden_states(teacher, x)
             t_attn = last_attention(teacher, x) if attn_l1_weight > 0 else None
-        out = model.forward_trajectory(x, return_attn=jasmin_weight > 0 or attn_l1_weight > 0)
-        mse = trajectory_mse(out["states"], hs, checkpoints, tokens=mse_tokens)
+        n, ckpts = None, checkpoints
+        if choices:
+            n = choices[int(torch.randint(len(choices), (1,)))]
+            ckpts = step_schedules[n]
+        out = model.forward_trajectory(x, num_steps=n, return_attn=jasmin_weight > 0 or attn_l1_weight > 0)
+        mse = trajectory_mse(out["states"], hs, ckpts, tokens=mse_tokens)
         loss, parts = mse_weight * mse, {"mse": mse.item()}
         if jasmin_weight > 0:
             js = jasmin(out["attn"], k=jasmin_k, detach=jasmin_detach, maps_from=jasmin_maps_from)

@@ -5,6 +5,7 @@ checkpoints/<stage>/ (best.pt, last.pt).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -77,10 +78,17 @@ def train_config(base: Base, cfg: Optim) -> train.TrainConfig:
 
 
 def distill_objective(teacher: nn.Module, checkpoints: Sequence[int], cfg: Distill,
-                      cache: Optional[torch.Tensor] = None) -> objectives.Objective:
+                      cache: Optional[torch.Tensor] = None,
+                      step_schedules: Optional[Dict[int, List[int]]] = None) -> objectives.Objective:
     return objectives.distill(teacher, checkpoints, cfg.mse_weight, cfg.mse_tokens, cfg.jasmin_weight, cfg.jasmin_k,
                               cfg.jasmin_detach, cfg.ce_weight, cfg.ce_from_epoch, cfg.label_smoothing,
-                              cfg.attn_l1_weight, cache=cache, jasmin_maps_from=cfg.jasmin_maps_from)
+                              cfg.attn_l1_weight, cache=cache, jasmin_maps_from=cfg.jasmin_maps_from,
+                              step_schedules=step_schedules)
+
+
+def step_schedules(distances: Sequence[float], cfg: Distill) -> Optional[Dict[int, List[int]]]:
+    """{N: the checkpoint schedule for N} of distill.train_steps (None when empty: always num_steps)."""
+    return {n: schedule(distances, dataclasses.replace(cfg, num_steps=n)) for n in cfg.train_steps} or None
 
 
 def cache_usable(cfg: Distill) -> bool:
@@ -201,7 +209,8 @@ def fit_free(model: ODEViT, base: Base, cfg: Distill, train_loader: data.Loader,
 
 def fit_student(student: ODEViT, teacher: nn.Module, checkpoints: Sequence[int], base: Base, tcfg: Teacher,
                 cfg: Distill, train_loader: data.Loader, evals: Dict[str, data.Loader],
-                out_dir: str = DISTILL_CKPT, times: Optional[Dict[str, float]] = None) -> List[Dict[str, float]]:
+                out_dir: str = DISTILL_CKPT, times: Optional[Dict[str, float]] = None,
+                schedules: Optional[Dict[int, List[int]]] = None) -> List[Dict[str, float]]:
     """A student's training (a study cell, or `odevit.repro.run 04_distill`): the distillation objective (teacher CLS
     states cached where valid; its time added to times['teacher_cache']), the published CE curriculum
     (`unfreeze_head_at`), checkpoints in `out_dir`."""
@@ -211,7 +220,8 @@ def fit_student(student: ODEViT, teacher: nn.Module, checkpoints: Sequence[int],
             model.head.requires_grad_(True)
 
     device = train.resolve_device(base.device)
-    obj = distill_objective(teacher, checkpoints, cfg, teacher_cache(teacher, train_loader, cfg, device, times))
+    obj = distill_objective(teacher, checkpoints, cfg, teacher_cache(teacher, train_loader, cfg, device, times),
+                            schedules)
     return train.fit(student, train_loader, evals, obj, train_config(base, cfg), out_dir,
                      on_epoch=curriculum, run_id=train.fingerprint(base, tcfg, cfg, list(checkpoints)), times=times)
 

@@ -124,14 +124,15 @@ def run(name: str, seed: int, params_file: str = "params.yaml", study_name: Opti
     model = build_cell(teacher, d, free)
     lap("teacher")
     ckpt, out = cell_dir("checkpoints", name, seed, study_name), cell_dir("results", name, seed, study_name)
-    print(f"cell {name} seed {seed}: {'free (from scratch)' if free else f'distilled, c = {c}'}; "
+    print(f"cell {name} seed {seed}: {'free (from scratch)' if free else f'distilled, c = {c}' + (f', N drawn per batch from {d.train_steps}' if d.train_steps else '')}; "
           f"{tr.n} training images x {d.epochs} epochs, selected on {b.select_on}", flush=True)
     evals = pipeline.eval_loaders(b, va, te)
     with provenance.Monitor(ckpt, start) as mon:
         if free:
             hist = pipeline.fit_free(model, b, d, tr, evals, ckpt, times=ph)
         else:
-            hist = pipeline.fit_student(model, teacher, c, b, cfg["teacher"], d, tr, evals, ckpt, times=ph)
+            hist = pipeline.fit_student(model, teacher, c, b, cfg["teacher"], d, tr, evals, ckpt, times=ph,
+                                        schedules=pipeline.step_schedules(read_teacher_distances(), d))
         lap("write")  # the fit: its loops and evaluations are taken from the history below, the rest is checkpointing
         ph["write"] = max(0.0, ph["write"] - train.history_seconds(hist) + ph.get("resumed_s", 0.0)
                           - ph.get("teacher_cache", 0.0))  # resumed_s: epochs not run here

@@ -1,0 +1,60 @@
+"""distill.train_steps (the N/2 remedy): each batch integrates with an N drawn from the list and is compared at that
+N's own checkpoint schedule; bad values fail in the config check."""
+import dataclasses
+
+import pytest
+import torch
+
+from odevit.losses import trajectory_mse
+from odevit.repro import config, objectives, pipeline
+from odevit.teacher import create_teacher, hidden_states
+
+from test_pipeline import tiny_params
+
+
+def _setup():
+    torch.manual_seed(0)
+    teacher = create_teacher("vit_tiny_patch16_224", num_classes=10, img_size=28, patch_size=7, in_chans=1,
+                             embed_dim=16, depth=2, num_heads=2, mlp_ratio=2.0).eval()
+    d = dataclasses.replace(config.Distill(), num_steps=4, mlp_ratio=1.0, train_steps=[2, 4, 8])
+    student = pipeline.build_student(teacher, d)
+    return teacher, student, d
+
+
+def test_each_batch_uses_the_drawn_n_and_its_schedule():
+    teacher, student, d = _setup()
+    dist = [1.0, 2.0]
+    sched = pipeline.step_schedules(dist, d)
+    assert sorted(sched) == [2, 4, 8] and sched[8][-1] == 8 and sched[2] == [1, 2]
+    assert sched[4] == pipeline.schedule(dist, d)  # the trained N's schedule is the plain one
+    obj = pipeline.distill_objective(teacher, sched[4], dataclasses.replace(d, jasmin_weight=0.0), None, sched)
+    x, y = torch.randn(3, 1, 28, 28), torch.randint(0, 10, (3,))
+    for seed in range(6):
+        torch.manual_seed(seed)
+        n = sorted(sched)[int(torch.randint(3, (1,)))]  # the draw the objective will make
+        torch.manual_seed(seed)
+        loss, _ = obj(student, x, y, 0)
+        want = trajectory_mse(student.forward_trajectory(x, num_steps=n)["states"], hidden_states(teacher, x), sched[n])
+        assert torch.allclose(loss, want), (seed, n)
+
+
+def test_without_train_steps_the_objective_is_unchanged():
+    teacher, student, d = _setup()
+    d = dataclasses.replace(d, train_steps=[], jasmin_weight=0.0)
+    c = pipeline.schedule([1.0, 2.0], d)
+    assert pipeline.step_schedules([1.0, 2.0], d) is None
+    x, y = torch.randn(3, 1, 28, 28), torch.randint(0, 10, (3,))
+    rng = torch.get_rng_state()
+    loss, _ = pipeline.distill_objective(teacher, c, d)(student, x, y, 0)
+    assert torch.equal(rng, torch.get_rng_state())  # draws nothing: the default runs' RNG streams are untouched
+    want = trajectory_mse(student.forward_trajectory(x)["states"], hidden_states(teacher, x), c)
+    assert torch.equal(loss, want)
+
+
+def test_train_steps_below_the_teacher_depth_is_one_clear_error(tmp_path):
+    import yaml
+    p = tiny_params()
+    p["study"]["cells"]["steps"] = {"train_steps": [1, 4]}  # the tiny teacher has depth 2
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(p))
+    with pytest.raises(config.ConfigError, match="study.cells.steps.train_steps"):
+        config.check_stage("cell", str(tmp_path / "params.yaml"))
