@@ -14,6 +14,7 @@ hash now) under this plan: a run made by other code is refused, never adopted.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import subprocess
@@ -78,17 +79,36 @@ def run_all(todo: List[Tuple[str, str, int]], jobs: int, threads: int, deadline:
     return done
 
 
+EQUIVALENCE = "docs/evidence/source_equivalence.json"
+
+
+def equivalent_sources(source: str, path: str = EQUIVALENCE) -> set:
+    """Training sources whose runs today's code reproduces: the chain of checked old -> new records ending at
+    `source` (each record: a run retrained with the new code, bit-identical to the old code's run)."""
+    ok, recs = {source}, json.load(open(path)) if os.path.isfile(path) else []
+    changed = True
+    while changed:
+        changed = False
+        for r in recs:
+            if r["new"] in ok and r["old"] not in ok:
+                ok.add(r["old"])
+                changed = True
+    return ok
+
+
 def commit(plan: dict, studies: List[str]) -> List[str]:
-    """`dvc commit` every finished run of the studies whose training source and plan hash are today's."""
+    """`dvc commit` every finished run of the studies trained by today's training source, or by one that a checked
+    equivalence record (EQUIVALENCE) shows to give bit-identical runs."""
     source = train.fingerprint()
+    accepted = equivalent_sources(source)
     stages = []
     for s, c, seed in runs(plan, studies):
         if not finished(s, c, seed):
             continue
         m = pipeline.read_json(f"{cell_dir('results', c, seed, s)}/metrics.json")
-        if m.get("source") != source:
-            raise SystemExit(f"{s}@{c}-{seed}: trained by other code (source {m.get('source')} != {source}): rerun it, "
-                             "never adopt it")
+        if m.get("source") not in accepted:
+            raise SystemExit(f"{s}@{c}-{seed}: trained by other code (source {m.get('source')}, today's {source}, no "
+                             f"equivalence record in {EQUIVALENCE}): rerun it, never adopt it")
         stages.append(f"{s}@{c}-{seed}")
     if stages:
         subprocess.run(["dvc", "commit", "-f", *stages], check=True)
