@@ -374,8 +374,9 @@ POOLS = ("token", "avg", "")
 
 
 def _cfg(**kwargs: Any) -> Dict[str, Any]:
+    """fixed_input_size: the registered models take img_size only, as timm's ViTs (dynamic_img_size=True: any)."""
     return {"url": "", "num_classes": 10, "input_size": (3, 32, 32), "mean": (0.5,) * 3, "std": (0.5,) * 3,
-            "first_conv": "patch_embed.proj", "classifier": "head", **kwargs}
+            "first_conv": "patch_embed.proj", "classifier": "head", "fixed_input_size": True, **kwargs}
 
 
 default_cfgs = generate_default_cfgs({
