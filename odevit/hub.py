@@ -30,7 +30,8 @@ from .model import ODEViT, build, getter_features
 
 # (channels, image size, classes, mean, std) of the datasets the published weights were trained on; a copy of
 # odevit.repro.data.INFO's rows (the layer never imports the lab; tests/test_layout.py checks they agree)
-DATA_INFO = {'fashion_mnist': (1, 28, 10, (0.286,), (0.353,))}
+DATA_INFO = {'fashion_mnist': (1, 28, 10, (0.286,), (0.353,)),
+             'cifar10': (3, 32, 10, (0.4914, 0.4822, 0.4465), (0.247, 0.2435, 0.2616))}
 
 WEIGHTS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "weights")
 MANIFEST = "manifest.json"
@@ -63,16 +64,22 @@ def weights_path(tag: str, root: str = WEIGHTS_DIR) -> str:
     return os.path.join(root, f"{tag}.safetensors")
 
 
+def _data_cfg(dataset: str) -> Dict[str, Any]:
+    """The pretrained-cfg fields of a model for `dataset`'s images, as timm's ViTs have them: a fixed input size
+    (`dynamic_img_size=True` takes any), stem and classifier names."""
+    c, size, classes, mean, std = DATA_INFO[dataset]
+    return {"num_classes": classes, "input_size": (c, size, size), "mean": mean, "std": std, "fixed_input_size": True,
+            "first_conv": "patch_embed.proj", "classifier": "head"}
+
+
 def _cfg(tag: str) -> Dict[str, Any]:
-    _, _, _, mean, std = DATA_INFO["fashion_mnist"]
-    return {"file": weights_path(tag), "num_classes": 10, "input_size": (1, 28, 28), "mean": mean, "std": std,
-            "first_conv": "patch_embed.proj", "classifier": "head",
+    return {**_data_cfg("fashion_mnist"), "file": weights_path(tag),
             "notes": (f"{TAGS[tag][1]} of this repository's default run (Fashion-MNIST); "
                       f"weights/{MANIFEST} has its checksum, source and metrics",)}
 
 
 default_cfgs = generate_default_cfgs({**{tag: _cfg(tag) for tag in TAGS},
-                                      CIFAR_TEACHER_ARCH: {"url": "", "num_classes": 10, "input_size": (3, 32, 32)}})
+                                      CIFAR_TEACHER_ARCH: {**_data_cfg("cifar10"), "url": ""}})
 
 
 def sha256(path: str) -> str:

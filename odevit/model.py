@@ -14,7 +14,7 @@ from typing import Any, Dict, Iterator, List, Optional, Set, Tuple, Union
 
 import torch
 import torch.nn as nn
-from timm.layers import Mlp, PatchEmbed, trunc_normal_
+from timm.layers import Mlp, PatchEmbed, resample_abs_pos_embed, trunc_normal_
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 from timm.models._features import feature_take_indices  # as timm's own ViT imports it
 
@@ -115,6 +115,10 @@ class ODEViT(nn.Module):
         attn_maps_after_dropout: the returned attention maps (JaSMin, attention-L1) are the ones after attention
             dropout, as nn.MultiheadAttention returns them in the published code (default: before dropout).
         global_pool: 'token' (CLS, default) | 'avg' (mean of the patch tokens) | '' (no pooling), as timm.
+        dynamic_img_size: accept any image size (default: img_size only), the patch grid's position embeddings
+            resampled to the input's grid as timm's VisionTransformer does (bicubic, `resample_abs_pos_embed`; the
+            CLS's and the registers' stay as they are). Same parameters, so any checkpoint loads either way.
+        dynamic_img_pad: with dynamic_img_size, pad a side that is not a multiple of patch_size (timm's PatchEmbed).
 
     The timm model API, with the solver's steps as the layer axis: intermediate index i (0..N-1) is the state
     X_{i+1} after step i+1, so `forward_intermediates(x, indices=k)` returns the last k states and
@@ -147,6 +151,8 @@ class ODEViT(nn.Module):
         mlp_drop: float = 0.0,
         attn_maps_after_dropout: bool = False,
         global_pool: str = "token",
+        dynamic_img_size: bool = False,
+        dynamic_img_pad: bool = False,
         **kwargs: Any,  # timm passes pretrained_cfg etc.
     ):
         super().__init__()
@@ -170,8 +176,12 @@ class ODEViT(nn.Module):
         self.solver = get_solver(solver)
         self.num_reg_tokens = reg_tokens
         self.pos_embed_reg = pos_embed_reg
+        self.dynamic_img_size = dynamic_img_size
 
-        self.patch_embed = PatchEmbed(img_size, patch_size, in_chans, embed_dim)
+        # dynamic size: PatchEmbed leaves the grid (B, H, W, D) so `embed` can resample the position embedding to it
+        dynamic = dict(strict_img_size=False, output_fmt="NHWC") if dynamic_img_size else {}
+        self.patch_embed = PatchEmbed(img_size, patch_size, in_chans, embed_dim, dynamic_img_pad=dynamic_img_pad,
+                                      **dynamic)
         num_patches = self.patch_embed.num_patches
         self.cls_token = nn.Parameter(torch.zeros(1, 1, embed_dim))
         self.reg_token = nn.Parameter(torch.zeros(1, reg_tokens, embed_dim)) if reg_tokens else None
@@ -215,15 +225,30 @@ class ODEViT(nn.Module):
         return self.num_steps if num_steps is None or isinstance(num_steps, torch.fx.Proxy) else int(num_steps)
 
     def embed(self, x: torch.Tensor) -> torch.Tensor:
-        """Image (B, C, H, W) -> X(0) (B, 1 + M + R, D)."""
-        x = self.patch_embed(x)  # (B, M, D)
+        """Image (B, C, H, W) -> X(0) (B, 1 + M + R, D); M = (H/p)(W/p) patches (any H, W with dynamic_img_size)."""
+        x = self.patch_embed(x)  # (B, M, D), or the grid (B, H/p, W/p, D) with dynamic_img_size
+        pos = self.pos_embed
+        if self.dynamic_img_size:
+            B, H, W, D = x.shape
+            pos = self.resample_pos_embed((H, W))
+            x = x.reshape(B, H * W, D)
         x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)  # (B, 1+M, D)
         if self.reg_token is None:
-            return x + self.pos_embed
+            return x + pos
         reg = self.reg_token.expand(x.shape[0], -1, -1)
         if self.pos_embed_reg:
-            return torch.cat([x, reg], dim=1) + self.pos_embed
-        return torch.cat([x + self.pos_embed, reg], dim=1)
+            return torch.cat([x, reg], dim=1) + pos
+        return torch.cat([x + pos, reg], dim=1)
+
+    def resample_pos_embed(self, grid: Tuple[int, int]) -> torch.Tensor:
+        """The position embedding for a (H/p, W/p) patch grid: the patches' part resampled from the model's grid as
+        timm's VisionTransformer does (`resample_abs_pos_embed`, bicubic); the CLS's (and with pos_embed_reg the
+        registers') unchanged. At the model's own grid it is `pos_embed` itself."""
+        R = self.num_reg_tokens if self.pos_embed_reg else 0
+        pos = self.pos_embed[:, : self.pos_embed.shape[1] - R]  # [CLS, patches]
+        pos = resample_abs_pos_embed(pos, new_size=list(grid), old_size=list(self.patch_embed.grid_size),
+                                     num_prefix_tokens=1)
+        return torch.cat([pos, self.pos_embed[:, -R:]], dim=1) if R else pos  # + the registers'
 
     def integrate(self, x0: torch.Tensor, num_steps: Optional[int] = None, stop: Optional[int] = None) -> List[torch.Tensor]:
         """X(0) -> [X_0, ..., X_stop], states of shape (B, T, D); stop defaults to N (or to the pruned length).
@@ -248,7 +273,8 @@ class ODEViT(nn.Module):
         if pool_type == "token":
             return x[:, 0]
         if pool_type == "avg":
-            return x[:, 1 : 1 + self.num_patches].mean(dim=1)
+            R = self.num_reg_tokens  # [CLS, patches, registers]: any number of patches (dynamic_img_size)
+            return (x[:, 1:-R] if R else x[:, 1:]).mean(dim=1)
         return x
 
     def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
@@ -284,11 +310,11 @@ class ODEViT(nn.Module):
         stop = max_index + 1 if stop_early or intermediates_only else None
         states = self.integrate(self.embed(x), N, stop)
         out = [self.norm(states[i + 1]) if norm else states[i + 1] for i in take]
-        M = self.num_patches
+        H, W = self.patch_embed.dynamic_feat_size((height, width))  # the input's patch grid
+        M = H * W
         prefix = [torch.cat([y[:, :1], y[:, 1 + M :]], dim=1) for y in out]  # (B, 1 + R, D)
         out = [y[:, 1 : 1 + M] for y in out]  # (B, M, D)
         if output_fmt == "NCHW":
-            H, W = self.patch_embed.dynamic_feat_size((height, width))
             out = [y.reshape(B, H, W, -1).permute(0, 3, 1, 2).contiguous() for y in out]
         if return_prefix_tokens:
             out = list(zip(out, prefix))
@@ -374,8 +400,9 @@ POOLS = ("token", "avg", "")
 
 
 def _cfg(**kwargs: Any) -> Dict[str, Any]:
+    """fixed_input_size: the registered models take img_size only, as timm's ViTs (dynamic_img_size=True: any)."""
     return {"url": "", "num_classes": 10, "input_size": (3, 32, 32), "mean": (0.5,) * 3, "std": (0.5,) * 3,
-            "first_conv": "patch_embed.proj", "classifier": "head", **kwargs}
+            "first_conv": "patch_embed.proj", "classifier": "head", "fixed_input_size": True, **kwargs}
 
 
 default_cfgs = generate_default_cfgs({

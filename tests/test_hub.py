@@ -79,6 +79,20 @@ def test_weights_of_another_architecture_are_refused_by_the_registered_name(copy
     assert hub.load(DISTILL, str(copy_weights)).num_steps == 24  # the manifest's architecture, built as recorded
 
 
+def test_published_weights_load_with_dynamic_img_size():
+    """dynamic_img_size=True has the same parameters: the published files load, give the registered model's output
+    at 28 px, and predict at other sizes (position embedding resampled)."""
+    x, big = torch.randn(2, 1, 28, 28), torch.randn(2, 1, 42, 35)
+    for tag in (DISTILL, TEACHER):
+        fixed = timm.create_model(tag, pretrained=True).eval()
+        dynamic = timm.create_model(tag, pretrained=True, dynamic_img_size=True).eval()
+        with torch.no_grad():
+            torch.testing.assert_close(dynamic(x), fixed(x))
+            assert dynamic(big).shape == (2, 10)
+        with pytest.raises(AssertionError, match="doesn't match model"):
+            fixed(big)
+
+
 def test_evaluate_cli_lists_tags_and_rejects_bad_input(capsys):
     assert evaluate.main(["--list"]) == 0
     out = capsys.readouterr().out
