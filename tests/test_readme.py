@@ -19,12 +19,14 @@ def test_every_section_is_on_exactly_one_page():
 
 
 def test_the_first_screen_is_the_answer():
-    """The README opens with what this is and the claims with their verdicts, before any mechanics: first the converged
-    study's (students that finished learning), then the quick run's."""
+    """The README opens with what this is and the claims with their verdicts, before any mechanics: first the plan's
+    (fresh seeds, analysis fixed before the runs), then the exploratory converged study's, then the quick run's."""
     text = (ROOT / "README.md").read_text()
-    conv, quick = text.index("## What of the paper holds at convergence"), text.index("## The quick run")
+    plan = text.index("## The plan's verdicts")
+    conv, quick = text.index("## Exploratory: the converged study"), text.index("## The quick run")
+    assert plan < 2000 and plan < text.index("<!-- plan-verdicts -->") < conv
     assert conv < text.index("<!-- converged-study -->") < quick < text.index("## Two commands") < text.index("## Read on")
-    assert conv < 2000 and text.index("| `ts_minus_free` |") < text.index("<!-- converged-study -->") + 2500
+    assert text.index("| `ts_minus_free` |") < text.index("<!-- converged-study -->") + 2500
     end = text.index("<!-- /claims-summary -->")
     assert end < text.index("](results/07_report/claims.png)") < end + 200  # the quick run's claims figure under its table
     assert text.index("<!-- converged-study -->") < text.index("](docs/evidence/converged_fmnist/results/07_report/"

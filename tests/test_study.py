@@ -72,7 +72,7 @@ def _write(path: Path, obj: dict) -> None:
 
 def _results(root: Path, ref=(0.80, 0.801, 0.799), free=(0.75, 0.752, 0.749), teacher=0.852, drop=None,
              fraction=(1.0, 1.0, 1.0), tightness=(3.0, 4.0, 5.0), half=(-0.1, 0.1, 0.05),
-             class_p=(0.01, 0.02, 0.03)) -> Path:
+             class_p=(0.01, 0.02, 0.03), converged=(True, True, True)) -> Path:
     """A fabricated results/ tree: 3 seeds of ref, free, ce and the ablation cells, the teacher's and 06's metrics.
     `drop` (Acc@1 points per cell) lowers a cell below ref by that much in every seed; unset cells get noise only."""
     noise = (0.3, -0.4, 0.1)
@@ -85,7 +85,7 @@ def _results(root: Path, ref=(0.80, 0.801, 0.799), free=(0.75, 0.752, 0.749), te
             _write(root / f"cells/{cell}/s{s}/metrics.json",
                    {"cell": cell, "seed": s, "acc1": a, "acc3": a, "acc5": a, "acc1_sub_n": ref[s],
                     "acc1_half_n": ref[s] + half[s] / 100, "acc1_double_n": ref[s], "params_m": 0.1,
-                    "encoder_params": 90000, "train_images": 6000, "epochs": 2, "converged": s != 2})
+                    "encoder_params": 90000, "train_images": 6000, "epochs": 2, "converged": converged[s]})
     _write(root / "02_teacher/metrics.json", {"acc1": teacher, "params_m": 1.1, "encoder_params": 1080000})
     lyap = {c: {f"seed{s}": {"r": r, "mean": m, "n": 100} for s, (r, m) in
                 enumerate(zip((-0.1, -0.12, -0.08), (0.1, 0.11, 0.12) if c == "ref" else (0.2, 0.22, 0.21)))}
@@ -126,7 +126,12 @@ def test_claims_end_to_end_on_fabricated_results(tmp_path):
     assert v.jasmin_on_minus_off_lyapunov == stats.SUPPORTS and v.prop1_bound == stats.SUPPORTS
     assert v.ce_from_start_minus_published_curriculum == stats.NOT_MEASURED  # no data, whatever the direction
     assert row.loc["ce_from_start_minus_published_curriculum", "finding"] == stats.NOT_MEASURED  # no pub_curriculum
-    assert "2/3 converged" in row.loc["ts_minus_free", "budget"] and "6000 images x 2 epochs" in row.loc["ts_minus_free", "budget"]
+    assert "3/3 converged" in row.loc["ts_minus_free", "budget"] and "6000 images x 2 epochs" in row.loc["ts_minus_free", "budget"]
+    # one run that had not finished learning: its claims show numbers without a verdict; facts stay facts
+    nc = report.claims(str(_results(tmp_path / "nc", converged=(True, True, False)))).set_index("claim")
+    assert nc.loc["ts_minus_free", "verdict"] == stats.NOT_CONVERGED and "2/3 converged" in nc.loc["ts_minus_free", "budget"]
+    assert nc.loc["ts_minus_free", "ours_mean"] == pytest.approx(row.loc["ts_minus_free", "ours_mean"])
+    assert nc.loc["compression_total", "verdict"] == stats.FACT
     counts = report.verdict_counts(c)
     assert counts["supports"] == (c.verdict == stats.SUPPORTS).sum() and counts["fact"] == 2
     assert report.summary_line(c).startswith(f"supports {counts['supports']} · contradicts {counts['contradicts']} · "

@@ -692,7 +692,24 @@ def plan_verdicts(root: str = ".") -> str:
     head = (f"{len(runs)} of {planned} planned confirmatory runs are in (machines: {machines}); "
             f"{int(runs.converged.sum())} converged by the plan's rule. Intervals at each question's level "
             "(α / the family's size); `python -m odevit.repro.verdicts` recomputes every row.")
-    return head + "\n\n" + "\n".join(rows)
+    return findings(c, plan) + "\n\n" + head + "\n\n" + "\n".join(rows)
+
+
+def findings(c: pd.DataFrame, plan: Dict[str, Any]) -> str:
+    """One bullet per study of the plan: its description, then each question's claim, our number and its verdict
+    (confirmatory rows only), in words a reader can quote."""
+    out = []
+    for name, st in plan["studies"].items():
+        g = c[(c.study == name) & (c.status != "exploratory")]
+        if g.empty or not g.n.any():
+            out.append(f"- **{name}** — {st['description']}: planned ({len(st['seeds'])} seeds), not run yet.")
+            continue
+        parts = []
+        for r in g.itertuples():
+            num = ("no run" if not r.n else f"{r.mean:+.2f} {r.unit} [{r.ci_low:+.2f}, {r.ci_high:+.2f}], n = {r.n}")
+            parts.append(f"{r.claim[0].lower() + r.claim[1:]}: {num} — *{r.verdict}*")
+        out.append(f"- **{name}** — {st['description'].rstrip('.')} — " + "; ".join(parts) + ".")
+    return "\n".join(out)
 
 
 SECTIONS: Dict[str, Callable[[str], str]] = {

@@ -212,34 +212,45 @@ def machine_shift(plan: Dict[str, Any], results: str = "results") -> pd.DataFram
                                        "identical", "machine_here", "machine_replicate"])
 
 
-def figure(claims: pd.DataFrame, title: str):
-    """Forest plot: each question's interval (confirmatory and exploratory side by side), its null / margin, coloured
-    by verdict."""
+def figure(claims: pd.DataFrame, plan: Dict[str, Any]):
+    """Forest plot, one panel per study (its own x range, titled with its budget and seeds): each question's interval
+    at its level, confirmatory (black-edged dot) above exploratory, the null at 0 and the margins dotted; colour and
+    the text on the right = the verdict (the claims figure's colours)."""
     import matplotlib.pyplot as plt
 
-    c = claims.reset_index(drop=True)
-    fig, ax = plt.subplots(figsize=(10, 0.45 * len(c) + 1.6))
-    for i, r in c.iterrows():
-        key = next((k for k in COLORS if str(r.verdict).startswith(k)), NOT_MEASURED)
-        y = len(c) - 1 - i
-        if r.n and not math.isnan(r.ci_low):
-            ax.plot([r.ci_low, r.ci_high], [y, y], color=COLORS[key], lw=3)
-        if r.n:
-            ax.plot(r["mean"], y, "o", color=COLORS[key], ms=6, mec="black" if r.status != "exploratory" else "none")
-        ax.text(1.01, y, str(r.verdict), transform=ax.get_yaxis_transform(), va="center", fontsize=8,
-                color=COLORS[key] if key not in (INCOMPLETE, NOT_MEASURED) else "black")
-        if r.margin and r.test != "superiority":
-            lim = [-r.margin, r.margin] if r.test == "equivalence" else [-r.margin]
-            for v in lim:
-                ax.plot([v, v], [y - 0.4, y + 0.4], color="black", lw=1, ls=":")
-    ax.axvline(0, color="black", lw=0.8)
-    ax.set_yticks(range(len(c)))
-    ax.set_yticklabels([f"{r.study} · {r.question} · {'expl.' if r.status == 'exploratory' else 'conf.'}"
-                        for r in c.iloc[::-1].itertuples()], fontsize=8)
-    ax.set_xlabel("statistic (Acc@1 points; > 0 = the paper's predicted side for superiority rows); "
-                  "bar = (1 - alpha/family) interval, dotted = margin")
-    ax.set_title(title, fontsize=10)
-    fig.tight_layout()
+    studies = [n for n in plan["studies"] if (claims.study == n).any()]
+    sizes = [int((claims.study == n).sum()) for n in studies]
+    fig, axes = plt.subplots(len(studies), 1, figsize=(10, 0.42 * sum(sizes) + 1.1 * len(studies) + 0.6),
+                             gridspec_kw={"height_ratios": sizes}, squeeze=False)
+    for ax, name in zip(axes[:, 0], studies):
+        c = claims[claims.study == name].reset_index(drop=True)
+        st = plan["studies"][name]
+        for i, r in c.iterrows():
+            key = next((k for k in COLORS if str(r.verdict).startswith(k)), NOT_MEASURED)
+            y = len(c) - 1 - i
+            if r.n and not math.isnan(r.ci_low):
+                ax.plot([r.ci_low, r.ci_high], [y, y], color=COLORS[key], lw=3)
+            if r.n:
+                ax.plot(r["mean"], y, "o", color=COLORS[key], ms=6, mec="black" if r.status != "exploratory" else "none")
+            ax.text(1.01, y, str(r.verdict), transform=ax.get_yaxis_transform(), va="center", fontsize=8,
+                    color=COLORS[key] if key not in (INCOMPLETE, NOT_MEASURED) else "black")
+            if r.margin and r.test != "superiority":
+                for v in ([-r.margin, r.margin] if r.test == "equivalence" else [-r.margin]):
+                    ax.plot([v, v], [y - 0.4, y + 0.4], color="black", lw=1, ls=":")
+        ax.axvline(0, color="black", lw=0.8)
+        ax.set_ylim(-0.6, len(c) - 0.4)
+        ax.set_yticks(range(len(c)))
+        ax.set_yticklabels([f"{r.question} ({'exploratory' if r.status == 'exploratory' else 'confirmatory'})"
+                            for r in c.iloc[::-1].itertuples()], fontsize=8)
+        b = st["budget"]
+        ax.set_title(f"{name}: {b['train_limit'] or 55000:,} images x {b['epochs']} epochs, seeds "
+                     f"{min(st['seeds'])}-{max(st['seeds'])} ({len(st['seeds'])})"
+                     + ("; exploratory: seeds 0-2" if (c.status == "exploratory").any() else ""),
+                     fontsize=9, loc="left")
+    axes[-1, 0].set_xlabel("statistic in Acc@1 points (paired by seed; superiority rows: > 0 = the predicted side); "
+                           "bar = (1 - alpha / family size) interval, dotted = margin")
+    fig.suptitle("Plan verdicts on Fashion-MNIST (test set, 10,000 images)", fontsize=10)
+    fig.tight_layout(rect=(0, 0, 1, 0.985))
     return fig
 
 
@@ -265,9 +276,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     cols = ["study", "question", "status", "n", "mean", "ci_low", "ci_high", "converged", "verdict"]
     with open(f"{args.out}/claims.md", "w") as f:
         f.write(claims[cols].round(2).to_markdown(index=False) + "\n")
-    seeds = ", ".join(sorted({str(s) for st_ in plan["studies"].values() for s in st_["seeds"]}))
-    fig = figure(claims, f"Plan verdicts: confirmatory (seeds {seeds}, Fashion-MNIST test 10,000 images) beside "
-                         "exploratory (seeds 0-2)")
+    fig = figure(claims, plan)
     pipeline.save_figure(fig, f"{args.out}/verdicts.png")
     print(claims[cols].round(2).to_string(index=False))
     return 0
