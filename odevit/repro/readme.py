@@ -682,7 +682,7 @@ def plan_verdicts(root: str = ".") -> str:
         r0 = g.iloc[0]
         test = r0.test.replace("_", "-") + ("" if pd.isna(r0.margin) else f" ±{r0.margin:g}" if r0.test == "equivalence"
                                             else f" (margin {r0.margin:g})")
-        rows.append(f"| {study} | {r0.claim} (`{q}`) | {test}, α {r0.alpha_each:.3g} | "
+        rows.append(f"| {study} | {r0.claim} (`{q}`) | {test}, α {r0.alpha_each:.3g} each | "
                     f"{cell(conf.iloc[0]) if len(conf) else '–'} | {cell(expl.iloc[0]) if len(expl) else '–'} |")
     from . import plan as plan_mod
 
@@ -692,12 +692,22 @@ def plan_verdicts(root: str = ".") -> str:
     head = (f"{len(runs)} of {planned} planned confirmatory runs are in (machines: {machines}); "
             f"{int(runs.converged.sum())} converged by the plan's rule. Intervals at each question's level "
             "(α / the family's size); `python -m odevit.repro.verdicts` recomputes every row.")
-    return findings(c, plan) + "\n\n" + head + "\n\n" + "\n".join(rows)
+    teacher = 100 * _json(os.path.join(root, "results/02_teacher/metrics.json"))["acc1"]
+    post = int(c.post_hoc.sum())
+    setting = (f"Setting: Fashion-MNIST (55,000 training images, 5,000 for validation, the 10,000 test images scored "
+               f"once), a 6-layer ViT teacher trained from scratch ({teacher:.2f} % test Acc@1), the ODE student of its "
+               "width, and the same ODE trained from scratch (\"free\"). How to read a row: each question is tested at "
+               "α = 0.05 / the number of questions of its study (the \"α each\" shown); *not converged* = a run it "
+               "rests on still gained at least one validation standard error (≈ 0.45 pt) in the last quarter of its "
+               "schedule, so the row shows numbers but no verdict; *post hoc* marks a row whose plan changed after its "
+               f"runs ({post} {'does' if post == 1 else 'do'}).")
+    return setting + "\n\n" + findings(c, plan, runs) + "\n\n" + head + "\n\n" + "\n".join(rows)
 
 
-def findings(c: pd.DataFrame, plan: Dict[str, Any]) -> str:
+def findings(c: pd.DataFrame, plan: Dict[str, Any], runs: pd.DataFrame) -> str:
     """One bullet per study of the plan: its description, then each question's claim, our number and its verdict
-    (confirmatory rows only), in words a reader can quote."""
+    (confirmatory rows only), in words a reader can quote; a study with runs that missed the convergence rule names
+    them with their tail gain and threshold."""
     out = []
     for name, st in plan["studies"].items():
         g = c[(c.study == name) & (c.status != "exploratory")]
@@ -708,7 +718,11 @@ def findings(c: pd.DataFrame, plan: Dict[str, Any]) -> str:
         for r in g.itertuples():
             num = ("no run" if not r.n else f"{r.mean:+.2f} {r.unit} [{r.ci_low:+.2f}, {r.ci_high:+.2f}], n = {r.n}")
             parts.append(f"{r.claim[0].lower() + r.claim[1:]}: {num} — *{r.verdict}*")
-        out.append(f"- **{name}** — {st['description'].rstrip('.')} — " + "; ".join(parts) + ".")
+        late = runs[(runs.study == name) & ~runs.converged.astype(bool)]
+        why = "" if late.empty else (" Not converged: " + ", ".join(
+            f"{r.cell} s{r.seed} gained {r.gain_last_pts:.2f} pt in its last quarter (threshold {r.threshold_pts:.2f})"
+            for r in late.itertuples()) + ".")
+        out.append(f"- **{name}** — {st['description'].rstrip('.')} — " + "; ".join(parts) + "." + why)
     return "\n".join(out)
 
 
