@@ -386,7 +386,8 @@ def converged_study(root: str = ".") -> str:
             f"by the validation rule; {meta['train_s'] / 3600:.1f} h of training "
             + ("in all" if meta["complete"] else "so far")
             + (f", {meta['wall_s'] / 3600:.1f} h wall" if "wall_s" in meta else "") + "."
-            + "".join(f" {n}" for n in meta.get("notes", [])))
+            + (f" Its {len(meta['notes'])} hand-written run notes (how the runs were made before the code recorded "
+               f"it) are in [{CONVERGED}/study.json]({CONVERGED}/study.json)." if meta.get("notes") else ""))
     params = yaml.safe_load(open(os.path.join(path, "params.yaml"))) if os.path.isfile(os.path.join(path, "params.yaml")) else {}
     limit = (params.get("study") or {}).get("robustness_test_limit")
     test = (params.get("base") or {}).get("test_limit")
@@ -690,17 +691,17 @@ def plan_verdicts(root: str = ".") -> str:
     planned = sum(len(st["cells"]) * len(st["seeds"]) for st in plan["studies"].values())
     machines = ", ".join(sorted(runs.machine.dropna().unique())) or "none yet"
     head = (f"{len(runs)} of {planned} planned confirmatory runs are in (machines: {machines}); "
-            f"{int(runs.converged.sum())} converged by the plan's rule. Intervals at each question's level "
+            f"{int(runs.converged.sum())} converged by the plan's rule.\nIntervals at each question's level "
             "(α / the family's size); `python -m odevit.repro.verdicts` recomputes every row.")
     teacher = 100 * _json(os.path.join(root, "results/02_teacher/metrics.json"))["acc1"]
     post = int(c.post_hoc.sum())
-    setting = (f"Setting: Fashion-MNIST (55,000 training images, 5,000 for validation, the 10,000 test images scored "
-               f"once), a 6-layer ViT teacher trained from scratch ({teacher:.2f} % test Acc@1), the ODE student of its "
-               "width, and the same ODE trained from scratch (\"free\"). How to read a row: each question is tested at "
-               "α = 0.05 / the number of questions of its study (the \"α each\" shown); *not converged* = a run it "
-               "rests on still gained at least one validation standard error (≈ 0.45 pt) in the last quarter of its "
-               "schedule, so the row shows numbers but no verdict; *post hoc* marks a row whose plan changed after its "
-               f"runs ({post} {'does' if post == 1 else 'do'}).")
+    setting = (f"Setting: Fashion-MNIST (55,000 training images, 5,000 for validation, 10,000 test images scored "
+               f"once).\nThe teacher is a 6-layer ViT trained from scratch ({teacher:.2f} % test Acc@1); the student is "
+               "the ODE of its width; \"free\" is that ODE trained from scratch.\nEach question is tested at "
+               "α = 0.05 / the number of questions of its study (\"α each\").\n*Not converged*: a run it rests on "
+               "still gained one validation standard error (≈ 0.45 pt) or more in the last quarter of its schedule; "
+               "the row shows numbers, no verdict.\n*Post hoc* marks a row whose plan changed after its runs "
+               f"({post} {'does' if post == 1 else 'do'}).")
     return setting + "\n\n" + findings(c, plan, runs) + "\n\n" + head + "\n\n" + "\n".join(rows)
 
 
@@ -717,12 +718,12 @@ def findings(c: pd.DataFrame, plan: Dict[str, Any], runs: pd.DataFrame) -> str:
         parts = []
         for r in g.itertuples():
             num = ("no run" if not r.n else f"{r.mean:+.2f} {r.unit} [{r.ci_low:+.2f}, {r.ci_high:+.2f}], n = {r.n}")
-            parts.append(f"{r.claim[0].lower() + r.claim[1:]}: {num} — *{r.verdict}*")
+            parts.append(f"  - {r.claim}: {num} — *{r.verdict}*")
         late = runs[(runs.study == name) & ~runs.converged.astype(bool)]
-        why = "" if late.empty else (" Not converged: " + ", ".join(
-            f"{r.cell} s{r.seed} gained {r.gain_last_pts:.2f} pt in its last quarter (threshold {r.threshold_pts:.2f})"
-            for r in late.itertuples()) + ".")
-        out.append(f"- **{name}** — {st['description'].rstrip('.')} — " + "; ".join(parts) + "." + why)
+        why = [] if late.empty else ["  - not converged: " + ", ".join(
+            f"{r.cell} s{r.seed} (+{r.gain_last_pts:.2f} pt in its last quarter, threshold {r.threshold_pts:.2f})"
+            for r in late.itertuples())]
+        out.append("\n".join([f"- **{name}** — {st['description'].rstrip('.')}:"] + parts + why))
     return "\n".join(out)
 
 

@@ -134,23 +134,27 @@ def decide(x: np.ndarray, q: Dict[str, Any], alpha: float) -> Dict[str, Any]:
     return out
 
 
-def judge(plan: Dict[str, Any], name: str, results: str = "results", teacher_acc1: Optional[float] = None
-          ) -> pd.DataFrame:
+def judge(plan: Dict[str, Any], name: str, results: str = "results", teacher_acc1: Optional[float] = None,
+          runs: Optional[pd.DataFrame] = None) -> pd.DataFrame:
     """The confirmatory (or the study's own status) rows of one study, plus an exploratory row per question that
-    names an exploratory results folder."""
+    names an exploratory results folder. `runs`: the study's `collect` if already read."""
     s, rule = plan["studies"][name], plan["rules"]["convergence"]
     alpha, want = plan_mod.family_alpha(plan, name), plan_mod.study_hash(plan, name)
     if teacher_acc1 is None:
         teacher_acc1 = _teacher_acc1(results)
-    runs = collect(results, name, rule)
+    if runs is None:
+        runs = collect(results, name, rule)
+    explored: Dict[str, Tuple[pd.DataFrame, float]] = {}  # an exploratory folder is read once per study
     rows = []
     for q in s["questions"]:
         rows.append(_row(plan, name, q, runs, s["seeds"], teacher_acc1, alpha, want, s["status"], results))
-        if q.get("exploratory"):
-            ex = q["exploratory"]
-            ex_runs = collect(ex, None, rule)
+        ex = q.get("exploratory")
+        if ex:
+            if ex not in explored:
+                explored[ex] = (collect(ex, None, rule), _teacher_acc1(ex))
+            ex_runs, ex_teacher = explored[ex]
             ex_seeds = sorted(ex_runs.seed.unique().tolist()) if not ex_runs.empty else []
-            rows.append(_row(plan, name, q, ex_runs, ex_seeds, _teacher_acc1(ex), alpha, None, "exploratory", ex))
+            rows.append(_row(plan, name, q, ex_runs, ex_seeds, ex_teacher, alpha, None, "exploratory", ex))
     return pd.DataFrame(rows)
 
 
@@ -266,9 +270,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     os.makedirs(args.out, exist_ok=True)
-    claims = pd.concat([judge(plan, n, args.results) for n in plan["studies"]], ignore_index=True)
-    runs = pd.concat([collect(args.results, n, plan["rules"]["convergence"]).assign(study=n) for n in plan["studies"]],
-                     ignore_index=True)
+    by_study = {n: collect(args.results, n, plan["rules"]["convergence"]) for n in plan["studies"]}
+    teacher = _teacher_acc1(args.results)
+    claims = pd.concat([judge(plan, n, args.results, teacher, r) for n, r in by_study.items()], ignore_index=True)
+    runs = pd.concat([r.assign(study=n) for n, r in by_study.items()], ignore_index=True)
     pipeline.write_csv(claims.round(4), f"{args.out}/claims.csv")
     pipeline.write_csv(runs.round(4), f"{args.out}/runs.csv")
     pipeline.write_csv(plan_mod.power_table(plan).round(4), f"{args.out}/power.csv")
