@@ -49,9 +49,10 @@ repro: $(STAMP) data  # the quick run; results/run.json: this machine and the wa
 	$(BIN)/python -m odevit.repro.readme  # the README's result sections, from the results files just written
 
 # the evidence: every study of plan.yaml (one cached, resumable stage per study, cell and seed) and the verdicts computed
-# from the plan (results/evidence/; docs/plan.md). Hours on a 2-core CPU; several runs at once: odevit.repro.runner
+# from the plan (results/evidence/; docs/plan.md), and the plan's runs published as weights (weights/evidence). Hours on
+# a 2-core CPU; several runs at once: odevit.repro.runner
 evidence: $(STAMP) data
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro evidence
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro evidence publish_evidence
 
 clean-venv:
 	rm -rf $(VENV)

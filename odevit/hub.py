@@ -1,15 +1,18 @@
-"""Published weights: the default run's teacher, free ODE and distilled student, travelling with the repository.
+"""Published weights, travelling with the repository (offline): two folders of weights/, one per source.
 
     import timm, odevit
-    student = timm.create_model("odevit_small_patch7_28.fmnist_distill", pretrained=True)   # offline, weights/
-    free = timm.create_model("odevit_small_patch7_28.fmnist_free", pretrained=True)
-    teacher = odevit.create_teacher("odevit_teacher_patch7_28.fmnist", num_classes=10, pretrained=True)
+    # weights/evidence: the plan's 55k study (plan.yaml: publish), the seed with the best validation Acc@1 per cell
+    student = timm.create_model("odevit_small_patch7_28.fmnist55k_distill", pretrained=True)
+    free = timm.create_model("odevit_small_patch7_28.fmnist55k_free", pretrained=True)
+    teacher = odevit.create_teacher("odevit_teacher_patch7_28.fmnist_strong", num_classes=10, pretrained=True)
+    # weights/quick: the quick run's (6k images x 2 epochs, not converged), what `make repro` trains
+    quick = timm.create_model("odevit_small_patch7_28.fmnist_distill", pretrained=True)
 
-`python -m odevit.repro.publish` (DVC stage publish) writes weights/TAG.safetensors (weights only, no optimiser
-state) and weights/manifest.json: per tag the file's sha256 and size, the architecture and its constructor
-arguments, the checkpoint, cell and seed it came from, the params fingerprint of its run, the data it was
-evaluated on and the metrics of that run (which loading the tag must reproduce: `python -m odevit.repro.evaluate TAG`).
-A missing or altered file is refused with its name and the checksum the manifest expects.
+`python -m odevit.repro.publish` (DVC stages publish and publish_evidence) writes FOLDER/TAG.safetensors (weights
+only, no optimiser state) and FOLDER/manifest.json: per tag the file's sha256 and size, the architecture and its
+constructor arguments, the checkpoint, cell and seed it came from, the data it was evaluated on and the metrics of
+that run (which loading the tag must reproduce: `python -m odevit.repro.evaluate TAG`). A missing or altered file is
+refused with its name and the checksum the manifest expects.
 """
 from __future__ import annotations
 
@@ -48,11 +51,23 @@ ARCH_KWARGS = {STUDENT_ARCH: STUDENT_KWARGS, TEACHER_ARCH: TEACHER_KWARGS}
 # the default teacher at CIFAR's shape (presets/cifar10_cpu.yaml), no published weights
 CIFAR_TEACHER_ARCH = "odevit_teacher_patch4_32"
 CIFAR_TEACHER_KWARGS: Dict[str, Any] = dict(TEACHER_KWARGS, img_size=32, patch_size=4, in_chans=3)
-# tag -> (architecture, what it is)
+# the folders of weights/: the quick run's tags (stage publish) and the plan's (stage publish_evidence)
+QUICK, EVIDENCE = "quick", "evidence"
+# tag -> (architecture, what it is, folder)
 TAGS = {
-    f"{TEACHER_ARCH}.fmnist": (TEACHER_ARCH, "teacher"),
-    f"{STUDENT_ARCH}.fmnist_distill": (STUDENT_ARCH, "distilled student (study.reference cell, main seed)"),
-    f"{STUDENT_ARCH}.fmnist_free": (STUDENT_ARCH, "free ODE: the student's architecture from scratch (main seed)"),
+    f"{TEACHER_ARCH}.fmnist": (TEACHER_ARCH, "the teacher of every run, quick and planned (stage 02_teacher)", QUICK),
+    f"{STUDENT_ARCH}.fmnist_distill": (
+        STUDENT_ARCH, "quick run's distilled student (cell ref, seed 0; not converged)", QUICK),
+    f"{STUDENT_ARCH}.fmnist_free": (
+        STUDENT_ARCH, "quick run's free ODE (cell free, seed 0; not converged)", QUICK),
+    f"{STUDENT_ARCH}.fmnist55k_distill": (
+        STUDENT_ARCH, "distilled student, trajectory loss only (plan study confirm_55k, cell ref)", EVIDENCE),
+    f"{STUDENT_ARCH}.fmnist55k_distill_ce": (
+        STUDENT_ARCH, "distilled student, trajectory loss + cross-entropy (plan study confirm_55k, cell ce)", EVIDENCE),
+    f"{STUDENT_ARCH}.fmnist55k_free": (
+        STUDENT_ARCH, "free ODE: the student's architecture from scratch (plan study confirm_55k, cell free)", EVIDENCE),
+    f"{TEACHER_ARCH}.fmnist_strong": (
+        TEACHER_ARCH, "stronger teacher: the same architecture trained with augmentation (exploratory)", EVIDENCE),
 }
 
 
@@ -60,8 +75,15 @@ class WeightsError(RuntimeError):
     """A published weights file is missing, altered, or was trained with another architecture than its tag's."""
 
 
-def weights_path(tag: str, root: str = WEIGHTS_DIR) -> str:
-    return os.path.join(root, f"{tag}.safetensors")
+def tag_root(tag: str) -> str:
+    """The folder of weights/ that publishes `tag`."""
+    if tag not in TAGS:
+        raise WeightsError(f"{tag}: not a published tag (published: {sorted(TAGS)})")
+    return os.path.join(WEIGHTS_DIR, TAGS[tag][2])
+
+
+def weights_path(tag: str, root: Optional[str] = None) -> str:
+    return os.path.join(root or tag_root(tag), f"{tag}.safetensors")
 
 
 def _data_cfg(dataset: str) -> Dict[str, Any]:
@@ -74,8 +96,8 @@ def _data_cfg(dataset: str) -> Dict[str, Any]:
 
 def _cfg(tag: str) -> Dict[str, Any]:
     return {**_data_cfg("fashion_mnist"), "file": weights_path(tag),
-            "notes": (f"{TAGS[tag][1]} of this repository's default run (Fashion-MNIST); "
-                      f"weights/{MANIFEST} has its checksum, source and metrics",)}
+            "notes": (f"{TAGS[tag][1]} (Fashion-MNIST); weights/{TAGS[tag][2]}/{MANIFEST} has its checksum, "
+                      "source and metrics",)}
 
 
 default_cfgs = generate_default_cfgs({**{tag: _cfg(tag) for tag in TAGS},
@@ -90,24 +112,38 @@ def sha256(path: str) -> str:
     return h.hexdigest()
 
 
-def read_manifest(root: str = WEIGHTS_DIR) -> Dict[str, Any]:
-    path = os.path.join(root, MANIFEST)
+def read_manifest(root: Optional[str] = None) -> Dict[str, Any]:
+    """A folder's manifest (default: the quick run's, weights/quick)."""
+    path = os.path.join(root or os.path.join(WEIGHTS_DIR, QUICK), MANIFEST)
     if not os.path.isfile(path):
-        raise WeightsError(f"{path}: missing (the default run writes it: dvc repro publish)")
+        raise WeightsError(f"{path}: missing (dvc repro publish writes weights/{QUICK}, dvc repro publish_evidence "
+                           f"weights/{EVIDENCE})")
     with open(path) as f:
         return json.load(f)
 
 
-def entry(tag: str, root: str = WEIGHTS_DIR) -> Dict[str, Any]:
+def published() -> Dict[str, Dict[str, Any]]:
+    """Every published tag's manifest entry, over the folders of weights/ (a folder without a manifest is skipped)."""
+    out: Dict[str, Dict[str, Any]] = {}
+    for folder in (QUICK, EVIDENCE):
+        root = os.path.join(WEIGHTS_DIR, folder)
+        if os.path.isfile(os.path.join(root, MANIFEST)):
+            out.update(read_manifest(root)["weights"])
+    return out
+
+
+def entry(tag: str, root: Optional[str] = None) -> Dict[str, Any]:
     """The manifest entry of `tag` (its file not checked: see `verify`)."""
+    root = root or tag_root(tag)
     entries = read_manifest(root)["weights"]
     if tag not in entries:
         raise WeightsError(f"{tag}: not in {os.path.join(root, MANIFEST)} (published: {sorted(entries)})")
     return entries[tag]
 
 
-def verify(tag: str, root: str = WEIGHTS_DIR) -> Dict[str, Any]:
+def verify(tag: str, root: Optional[str] = None) -> Dict[str, Any]:
     """The manifest entry of `tag` after checking that its file exists with the recorded sha256 and size."""
+    root = root or tag_root(tag)
     e = entry(tag, root)
     path = os.path.join(root, e["file"])
     if not os.path.isfile(path):
@@ -145,8 +181,9 @@ def _check_arch(variant: str, kwargs: Dict[str, Any]) -> None:
 @register_model
 def odevit_small_patch7_28(pretrained: bool = False, **kwargs: Any) -> ODEViT:
     """The default run's student (paper's Small recipe, mlp_ratio 1) at Fashion-MNIST's shape: 28x28, patch 7,
-    D 128, 4 heads, N 12 steps over T = 6 (the teacher's depth), final LayerNorm before the head. Tags:
-    .fmnist_distill (distilled), .fmnist_free (same architecture from scratch)."""
+    D 128, 4 heads, N 12 steps over T = 6 (the teacher's depth), final LayerNorm before the head. Tags (TAGS):
+    .fmnist55k_distill, .fmnist55k_distill_ce (distilled), .fmnist55k_free (same architecture from scratch), and the
+    quick run's .fmnist_distill, .fmnist_free."""
     if pretrained:
         _check_arch(STUDENT_ARCH, kwargs)
     return build(STUDENT_ARCH, pretrained, **{**STUDENT_KWARGS, **kwargs})
@@ -155,7 +192,7 @@ def odevit_small_patch7_28(pretrained: bool = False, **kwargs: Any) -> ODEViT:
 @register_model
 def odevit_teacher_patch7_28(pretrained: bool = False, **kwargs: Any) -> VisionTransformer:
     """The default run's discrete teacher: a timm ViT, 28x28, patch 7, D 128, depth 6, 4 heads, mlp_ratio 4.
-    Tag .fmnist (trained on Fashion-MNIST by 02_teacher)."""
+    Tags .fmnist (every run's teacher, trained by 02_teacher) and .fmnist_strong (augmented, stronger)."""
     if pretrained:
         _check_arch(TEACHER_ARCH, kwargs)
     return _teacher_vit(TEACHER_ARCH, pretrained, {**TEACHER_KWARGS, **kwargs})
@@ -167,9 +204,10 @@ def _teacher_vit(variant: str, pretrained: bool, kwargs: Dict[str, Any]) -> Visi
                                 **getter_features(kwargs))
 
 
-def load(tag: str, root: str = WEIGHTS_DIR) -> nn.Module:
+def load(tag: str, root: Optional[str] = None) -> nn.Module:
     """A published model from its manifest entry (architecture rebuilt from the recorded constructor arguments),
     in eval mode — works for any run's weights, registered architecture or not."""
+    root = root or tag_root(tag)
     e = verify(tag, root)
     if e["kind"] == "teacher":
         model = timm.create_model(e["builder"], pretrained=False, **e["model_kwargs"])
@@ -179,16 +217,17 @@ def load(tag: str, root: str = WEIGHTS_DIR) -> nn.Module:
     return model.eval()
 
 
-def create(tag: str, root: str = WEIGHTS_DIR) -> nn.Module:
+def create(tag: str, root: Optional[str] = None) -> nn.Module:
     """A published model in eval mode: through timm.create_model(tag, pretrained=True) (the path users take) where
     its weights have the registered architecture, else `load(tag)` (both check the file's sha256)."""
+    root = root or tag_root(tag)
     if entry(tag, root).get("architecture"):
         return timm.create_model(tag, pretrained=True, pretrained_cfg_overlay=dict(file=weights_path(tag, root))).eval()
     return load(tag, root)
 
 
 def published_models(cells: List[str], device: torch.device,
-                     root: str = WEIGHTS_DIR) -> Tuple[nn.Module, Dict[Tuple[str, int], nn.Module]]:
+                     root: str = os.path.join(WEIGHTS_DIR, QUICK)) -> Tuple[nn.Module, Dict[Tuple[str, int], nn.Module]]:
     """(teacher, {(cell, seed): student}) of the published weights, for the dynamics analyses without training
     (`dynamics.weights: published`): the students whose study cell is in `cells`, in eval mode on `device`."""
     entries = read_manifest(root)["weights"]
@@ -203,7 +242,7 @@ def published_models(cells: List[str], device: torch.device,
     return create(teachers[0], root).to(device), models
 
 
-def published_schedule(cell: str, root: str = WEIGHTS_DIR) -> List[int]:
+def published_schedule(cell: str, root: str = os.path.join(WEIGHTS_DIR, QUICK)) -> List[int]:
     """c_1..c_L of a published distilled student of `cell` (its run's checkpoint schedule, from the manifest), for the
     teacher-student analyses of `dynamics.weights: published`: WeightsError naming the manifest if it has none."""
     entries = read_manifest(root)["weights"]

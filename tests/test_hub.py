@@ -1,5 +1,7 @@
-"""Published weights (weights/): every tag reloads offline and reproduces its run's committed Acc@1; altered or
-missing files and architecture mismatches are refused with the file's name and its expected checksum."""
+"""Published weights (weights/quick: the quick run's; weights/evidence: the plan's): every tag reloads offline and
+reproduces its published Acc@1, which is its run's committed Acc@1 (exactly for the quick run, trained on this CPU;
+within publish.ACC1_TOLERANCE for a GPU run); altered or missing files and architecture mismatches are refused with
+the file's name and its expected checksum."""
 import json
 import os
 import shutil
@@ -11,20 +13,46 @@ import torch
 
 import odevit
 from odevit import hub
-from odevit.repro import data, evaluate
+from odevit.repro import data, evaluate, publish
 
 ROOT = Path(__file__).resolve().parents[1]
-MANIFEST = json.loads((ROOT / "weights" / "manifest.json").read_text())["weights"]
+FOLDERS = {f: json.loads((ROOT / "weights" / f / "manifest.json").read_text())["weights"] for f in (hub.QUICK, hub.EVIDENCE)}
+MANIFEST = {t: e for m in FOLDERS.values() for t, e in m.items()}
 DISTILL = f"{hub.STUDENT_ARCH}.fmnist_distill"
 TEACHER = f"{hub.TEACHER_ARCH}.fmnist"
 
 
 def test_every_registered_tag_is_published_with_its_registered_architecture():
-    assert set(MANIFEST) == set(hub.TAGS)
-    for tag, e in MANIFEST.items():
-        assert e["architecture"] == hub.TAGS[tag][0], f"{tag}: the default run's architecture is not the registered one"
-        assert (ROOT / "weights" / e["file"]).stat().st_size == e["bytes"]
-        assert e["metrics"]["acc1"] == json.loads((ROOT / e["metrics_file"]).read_text())["acc1"]
+    assert set(MANIFEST) == set(hub.TAGS) and hub.published().keys() == MANIFEST.keys()
+    for folder, m in FOLDERS.items():
+        for tag, e in m.items():
+            assert hub.TAGS[tag][2] == folder
+            assert e["architecture"] == hub.TAGS[tag][0], f"{tag}: the run's architecture is not the registered one"
+            assert (ROOT / "weights" / folder / e["file"]).stat().st_size == e["bytes"]
+            run = json.loads((ROOT / e["metrics_file"]).read_text())["acc1"]
+            assert e["run_metrics"]["acc1"] == run
+            if folder == hub.QUICK:  # trained on this CPU type: the run's own Acc@1, exactly
+                assert e["metrics"]["acc1"] == run
+            assert abs(e["metrics"]["acc1"] - run) <= publish.ACC1_TOLERANCE + 1e-12
+
+
+def test_evidence_tags_are_the_best_validation_seed_of_their_plan_cell():
+    """weights/evidence: per plan.yaml publish row, the seed whose validation Acc@1 (history.csv) is highest."""
+    import pandas as pd
+    import yaml
+
+    rows = yaml.safe_load((ROOT / "plan.yaml").read_text())["publish"]
+    assert {r["tag"] for r in rows} == set(FOLDERS[hub.EVIDENCE])
+    for r in rows:
+        e = FOLDERS[hub.EVIDENCE][r["tag"]]
+        if "snapshot" in r:
+            assert e["checkpoint"] == f"{r['snapshot']}/teacher.safetensors" and e["kind"] == "teacher"
+            continue
+        seeds = yaml.safe_load((ROOT / "plan.yaml").read_text())["studies"][r["study"]]["seeds"]
+        best = {s: pd.read_csv(ROOT / f"results/studies/{r['study']}/{r['cell']}/s{s}/history.csv").val_acc1.max()
+                for s in seeds}
+        assert (e["study"], e["cell"]) == (r["study"], r["cell"])
+        assert e["seed"] == max(best, key=lambda k: (best[k], -k)), r["tag"]
 
 
 @pytest.mark.parametrize("tag", sorted(hub.TAGS))
@@ -33,8 +61,7 @@ def test_published_tag_reproduces_committed_acc1(tag, capsys):
         pytest.skip("needs Fashion-MNIST (make data: Debian's dataset-fashion-mnist)")
     assert evaluate.main([tag]) == 0  # loads through timm.create_model(tag, pretrained=True), full test set
     out = capsys.readouterr().out
-    committed = json.loads((ROOT / MANIFEST[tag]["metrics_file"]).read_text())["acc1"]
-    assert f"Acc@1 {committed:.4f}" in out and "(identical)" in out
+    assert f"Acc@1 {MANIFEST[tag]['metrics']['acc1']:.4f}" in out and "(identical)" in out
 
 
 def test_teacher_tag_loads_through_create_teacher_and_students_through_timm():
@@ -50,7 +77,7 @@ def test_teacher_tag_loads_through_create_teacher_and_students_through_timm():
 
 @pytest.fixture
 def copy_weights(tmp_path):
-    shutil.copytree(ROOT / "weights", tmp_path / "w")
+    shutil.copytree(ROOT / "weights" / hub.QUICK, tmp_path / "w")
     return tmp_path / "w"
 
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -66,6 +67,29 @@ def _finite(obj) -> bool:
     return True
 
 
+def _snapshot_teacher(work: Path) -> None:
+    """plan.yaml's publish block names a teacher kept as a committed snapshot (its teacher.safetensors and
+    results/02_teacher/metrics.json): here a freshly initialised tiny teacher with its measured Acc@1."""
+    import torch
+    from safetensors.torch import save_file
+
+    from odevit.repro import config, data, pipeline, train
+
+    cfg = config.check_stage("publish", str(work / "params.yaml"))
+    b, t = cfg["base"], cfg["teacher"]
+    torch.manual_seed(0)
+    model = pipeline.build_teacher(b, t).eval()
+    split = data.load_split(b.dataset, "test", b.data_root, download=False, synthetic_size=b.synthetic_size, seed=b.seed)
+    loader = data.Loader(split, b.eval_batch_size, data.batch_transform(b.dataset, b.image_size, b.channels, b.normalize),
+                         limit=b.test_limit or None)
+    train.set_precision("fp32")
+    m = train.evaluate(model, loader, torch.device("cpu"))
+    snap = work / yaml.safe_load((ROOT / "plan.yaml").read_text())["publish"][-1]["snapshot"]
+    (snap / "results/02_teacher").mkdir(parents=True)
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(snap / "teacher.safetensors"))
+    (snap / "results/02_teacher/metrics.json").write_text(json.dumps(m))
+
+
 @pytest.fixture(scope="module")
 def repro(tmp_path_factory):
     work = tmp_path_factory.mktemp("pipeline")
@@ -78,6 +102,7 @@ def repro(tmp_path_factory):
     for d in ("converged_fmnist/results/cells", "budget_fmnist_3k/results/cells", "budget_fmnist_1k/results/cells",
               "replicate_h200"):  # the evidence stage's exploratory and replicate deps (empty here)
         (work / f"docs/evidence/{d}").mkdir(parents=True)
+    _snapshot_teacher(work)
     env = _env()
     subprocess.run(["dvc", "init", "--no-scm", "-q"], cwd=work, check=True, env=env)
     subprocess.run(["dvc", "config", "core.analytics", "false"], cwd=work, check=True, env=env)
@@ -198,13 +223,28 @@ def test_dvc_plots_draw_one_line_per_series(repro):
 def test_publish_stage_writes_verified_weights(repro):
     from odevit import hub
 
-    m = json.loads((repro / "weights/manifest.json").read_text())["weights"]
-    assert set(m) == set(hub.TAGS) and not (repro / "weights.staging").exists()
+    m = json.loads((repro / "weights/quick/manifest.json").read_text())["weights"]
+    assert set(m) == {t for t, v in hub.TAGS.items() if v[2] == hub.QUICK}
+    assert not (repro / "weights/quick.staging").exists()
     for tag, e in m.items():
-        hub.verify(tag, str(repro / "weights"))  # file present with its recorded sha256
+        hub.verify(tag, str(repro / "weights/quick"))  # file present with its recorded sha256
         assert e["architecture"] is None  # tiny run: not the registered (default) architecture
-        assert e["metrics"]["acc1"] == json.loads((repro / e["metrics_file"]).read_text())["acc1"]
+        # trained and evaluated on this CPU: the published Acc@1 is the run's, exactly
+        assert e["metrics"]["acc1"] == e["run_metrics"]["acc1"] == json.loads((repro / e["metrics_file"]).read_text())["acc1"]
     assert {e["cell"] for e in m.values()} == {None, "ref", "free"} and {e["seed"] for e in m.values()} == {0}
+    # the plan's tags (stage publish_evidence): each cell's seed with the best validation Acc@1, never the test set
+    ev = json.loads((repro / "weights/evidence/manifest.json").read_text())["weights"]
+    assert set(ev) == {t for t, v in hub.TAGS.items() if v[2] == hub.EVIDENCE}
+    for tag, e in ev.items():
+        hub.verify(tag, str(repro / "weights/evidence"))
+        assert abs(e["metrics"]["acc1"] - e["run_metrics"]["acc1"]) == 0  # same CPU: the run's Acc@1 exactly
+        if e["kind"] == "teacher":
+            assert e["study"] is None and e["checkpoint"].endswith("teacher.safetensors")
+            continue
+        vals = {s: pd.read_csv(repro / f"results/studies/{e['study']}/{e['cell']}/s{s}/history.csv").val_acc1.max()
+                for s in (0, 1)}
+        assert e["seed"] == max(vals, key=lambda k: (vals[k], -k)) and e["val_acc1"] == vals[e["seed"]]
+        assert set(e["converged_plan"]) == {"converged", "gain_last_pts", "threshold_pts"}
 
 
 @pytest.mark.slow
@@ -300,7 +340,8 @@ def test_dvc_commands_work_on_a_fresh_clone(tmp_path):
 def test_stage_per_notebook():
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     assert stages.pop("cell")["cmd"] == "python -m odevit.repro.study ${item.name} ${item.seed}"  # the study's runs
-    assert stages.pop("publish")["cmd"] == "python -m odevit.repro.publish"  # weights/ (tests/test_hub.py)
+    assert stages.pop("publish")["cmd"] == "python -m odevit.repro.publish"  # weights/quick (tests/test_hub.py)
+    assert stages.pop("publish_evidence")["cmd"] == "python -m odevit.repro.publish --evidence"  # weights/evidence
     assert stages.pop("evidence")["cmd"] == "python -m odevit.repro.verdicts"  # the plan's verdicts
     for study in yaml.safe_load((ROOT / "plan.yaml").read_text())["studies"]:  # one matrix stage per plan study
         assert stages.pop(study)["cmd"] == f"python -m odevit.repro.study ${{item.cell}} ${{item.seed}} --study {study}"

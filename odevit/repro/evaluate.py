@@ -1,11 +1,13 @@
 """Evaluate a published model on its test set: Acc@1/3/5, offline, fp32 on CPU.
 
-    python -m odevit.repro.evaluate odevit_small_patch7_28.fmnist_distill            # the trained N
-    python -m odevit.repro.evaluate odevit_small_patch7_28.fmnist_distill --num-steps 24
+    python -m odevit.repro.evaluate odevit_small_patch7_28.fmnist55k_distill         # the trained N
+    python -m odevit.repro.evaluate odevit_small_patch7_28.fmnist55k_distill --num-steps 24
     python -m odevit.repro.evaluate --list
 
 Registered tags load through `timm.create_model(TAG, pretrained=True)`; the file's sha256 is checked against
-weights/manifest.json first. At the trained N the result equals the run's results/.../metrics.json Acc@1.
+its folder's manifest (weights/quick or weights/evidence) first. At the trained N the result equals the manifest's
+Acc@1 (measured the same way when the tag was published) and is within publish.ACC1_TOLERANCE of the run's own
+evaluation (results/.../metrics.json; a GPU run rounds differently).
 """
 from __future__ import annotations
 
@@ -18,19 +20,19 @@ import torch
 from .. import hub
 from . import data, train
 from ..model import ODEViT
-from ..hub import WEIGHTS_DIR, create, entry
+from ..hub import create, entry
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description="Acc@1/3/5 of a published odevit model on its test set")
-    ap.add_argument("tag", nargs="?", help="a tag of weights/manifest.json, e.g. odevit_small_patch7_28.fmnist_distill")
+    ap.add_argument("tag", nargs="?", help="a published tag (--list), e.g. odevit_small_patch7_28.fmnist55k_distill")
     ap.add_argument("--num-steps", type=int, default=None, help="solver steps N at evaluation (ODE models only)")
     ap.add_argument("--limit", type=int, default=None, help="first n test images only")
     ap.add_argument("--data-root", default=None, help="default: the run's base.data_root")
     ap.add_argument("--list", action="store_true", help="list the published tags with their recorded metrics")
     args = ap.parse_args(argv)
     try:
-        entries = hub.read_manifest()["weights"]
+        entries = hub.published()
         if args.list or not args.tag:
             for tag, e in entries.items():
                 print(f"{tag:42s} {e['kind']:8s} {e['parameters'] / 1e6:.3f}M  Acc@1 {e['metrics']['acc1']:.4f}  "
@@ -47,12 +49,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(f"{args.tag}{steps}: Acc@1 {m['acc1']:.4f}  Acc@3 {m['acc3']:.4f}  Acc@5 {m['acc5']:.4f}")
     if args.num_steps is None and args.limit is None:
         same = m["acc1"] == e["metrics"]["acc1"]
-        print(f"recorded in {e['metrics_file']}: Acc@1 {e['metrics']['acc1']:.4f} ({'identical' if same else 'DIFFERS'})")
+        run = (e.get("run_metrics") or e["metrics"])["acc1"]
+        print(f"published (weights/{hub.TAGS[args.tag][2]}/{hub.MANIFEST}): Acc@1 {e['metrics']['acc1']:.4f} "
+              f"({'identical' if same else 'DIFFERS'}); the run's own evaluation ({e['metrics_file']}): {run:.4f}")
         return 0 if same else 1
     return 0
 
 
-def evaluate_tag(tag: str, num_steps: Optional[int] = None, root: str = WEIGHTS_DIR, data_root: Optional[str] = None,
+def evaluate_tag(tag: str, num_steps: Optional[int] = None, root: Optional[str] = None, data_root: Optional[str] = None,
                  limit: Optional[int] = None) -> Dict[str, float]:
     """Acc@1/3/5 of a published model on the test split it was evaluated on (its manifest's data block), in fp32
     on CPU, through `create` (timm.create_model for a registered architecture; it checks the file)."""

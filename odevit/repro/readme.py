@@ -177,11 +177,48 @@ def main_table(root: str = ".") -> str:
         return f.read().strip()
 
 
+def _weights_rows(root: str = ".") -> List[Dict[str, Any]]:
+    """One row per published tag (weights/quick, weights/evidence): what `evaluate` gives, the run it came from."""
+    rows = []
+    for folder in ("evidence", "quick"):
+        path = os.path.join(root, "weights", folder, "manifest.json")
+        if not os.path.isfile(path):
+            continue
+        for tag, e in _json(path)["weights"].items():
+            run = _json(os.path.join(root, e["metrics_file"]))
+            conv = e.get("converged_plan")
+            rows.append(dict(tag=tag, folder=folder, e=e, half=run.get("acc1_half_n"), conv=conv))
+    return rows
+
+
+def _weights_source(r: Dict[str, Any]) -> str:
+    e = r["e"]
+    if e.get("study"):
+        c = r["conv"]
+        state = ("converged" if c["converged"] else
+                 f"not converged: +{c['gain_last_pts']:.2f} pt in its last quarter, threshold {c['threshold_pts']:.2f}")
+        return f"{e['study']} {e['cell']} s{e['seed']} (best validation of {len(e['seeds_compared'])} seeds; {state})"
+    if e["kind"] == "teacher" and r["folder"] == "evidence":
+        return "exploratory snapshot, trained in its own clone (" + os.path.dirname(os.path.dirname(os.path.dirname(
+            e["metrics_file"]))) + "/study.json)"
+    return "stage 02_teacher" if e["cell"] is None else f"quick run, cell {e['cell']} s{e['seed']}"
+
+
 def weights_table(root: str = ".") -> str:
-    m = _json(os.path.join(root, "weights/manifest.json"))["weights"]
-    df = pd.DataFrame([{"tag": f"`{t}`", "what": e["description"], "parameters": f"{e['parameters']:,}",
-                        "file": f"{e['bytes'] / 2**20:.2f} MiB", "Acc@1": f"{e['metrics']['acc1']:.4f}",
-                        "source": f"`{e['metrics_file']}`"} for t, e in sorted(m.items())])
+    df = pd.DataFrame([{"tag": f"`{r['tag']}`", "what": r["e"]["description"],
+                        "Acc@1 (test)": f"{100 * r['e']['metrics']['acc1']:.2f} %",
+                        "at N/2": "–" if r["half"] is None else f"{100 * r['half']:.2f} %",
+                        "parameters": f"{r['e']['parameters']:,}", "file": f"{r['e']['bytes'] / 2**20:.2f} MiB",
+                        "run": _weights_source(r), "metrics": f"`{r['e']['metrics_file']}`"}
+                       for r in _weights_rows(root)])
+    return to_markdown(df)
+
+
+def weights_summary(root: str = ".") -> str:
+    """The README's short table of the published tags: name, what, the Acc@1 `evaluate` reproduces, where from."""
+    df = pd.DataFrame([{"tag": f"`{r['tag']}`", "Acc@1": f"{100 * r['e']['metrics']['acc1']:.2f} %",
+                        "at N/2 steps": "–" if r["half"] is None else f"{100 * r['half']:.2f} %",
+                        "from": _weights_source(r)} for r in _weights_rows(root)])
     return to_markdown(df)
 
 
@@ -730,6 +767,7 @@ def findings(c: pd.DataFrame, plan: Dict[str, Any], runs: pd.DataFrame) -> str:
 SECTIONS: Dict[str, Callable[[str], str]] = {
     "plan-verdicts": plan_verdicts,
     "claims-summary": claims_summary, "module-map": module_map, "claims-table": claims_table, "main-table": main_table, "weights-table": weights_table,
+    "weights-summary": weights_summary,
     "dynamics-summary": dynamics_summary, "bench-tables": bench_tables, "bench-summary": bench_summary,
     "cpu-study": cpu_study, "converged-study": converged_study, "budget-curve": budget_curve,
     "float-noise": float_noise, "gpu-estimate": gpu_estimate, "gpu-study": gpu_study, "run-time": run_time,
