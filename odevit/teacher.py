@@ -35,7 +35,7 @@ def create_teacher(
         check_hub_reachable(name)
     if weights_file is not None:
         if not os.path.isfile(weights_file):
-            raise FileNotFoundError(f"teacher.weights_file: '{weights_file}' does not exist")
+            raise FileNotFoundError(_missing_file_message(name, weights_file))
         overlay = dict(file=os.path.abspath(weights_file))
         head = _file_head_classes(weights_file)
         if head == num_classes:
@@ -55,6 +55,19 @@ def create_teacher(
 
 class TeacherWeightsError(RuntimeError):
     """Pretrained teacher weights cannot be had (hub unreachable, or a weights file that is not a state dict)."""
+
+
+def _missing_file_message(name: str, path: str) -> str:
+    """What file to put where: the weights of `name` as timm's pretrained cfg names them (hub id, original URL)."""
+    cfg = timm.models.get_pretrained_cfg(name)
+    where = [f"https://huggingface.co/{cfg.hf_hub_id} (file {cfg.hf_hub_filename or 'model.safetensors'})"
+             if cfg is not None and cfg.hf_hub_id else "", cfg.url if cfg is not None and cfg.url else ""]
+    where = " or ".join(w for w in where if w)
+    src = (f": {where}; on a machine with network, timm.create_model('{name}', pretrained=True) puts it in the "
+           "Hugging Face cache (~/.cache/huggingface/hub)" if where else
+           f" (timm knows no download for '{name}': a .safetensors or state-dict .pth of that architecture)")
+    return (f"teacher.weights_file: '{path}' does not exist ({os.path.abspath(path)}). Put the weights of '{name}' "
+            f"there{src}")
 
 
 def _offline_message(name: str, why: str) -> str:
