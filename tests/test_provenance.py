@@ -35,3 +35,41 @@ def test_a_failing_run_is_recorded_as_not_completed(tmp_path):
         pass
     rec = provenance.read(d)[0]
     assert rec["ended"] is not None and rec["completed"] is False
+
+
+_CHILD = """
+import sys, time
+from odevit.repro import provenance
+with provenance.Monitor(sys.argv[1], every_s=0.05, heartbeat_s=0.2):
+    print("started", flush=True)
+    time.sleep(60)
+"""
+
+
+def _child(d: str):
+    import subprocess
+    import sys
+
+    p = subprocess.Popen([sys.executable, "-c", _CHILD, d], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "started"
+    return p
+
+
+def test_a_terminated_run_records_its_end_and_a_killed_one_its_last_heartbeat(tmp_path):
+    """SIGTERM (the runner's deadline) ends the record like an exception; SIGKILL leaves the last heartbeat's times."""
+    import signal
+
+    term = str(tmp_path / "term")
+    p = _child(term)
+    time.sleep(0.5)
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=30) == 128 + signal.SIGTERM
+    rec = provenance.read(term)[0]
+    assert rec["ended"] is not None and rec["completed"] is False and rec["wall_s"] >= 0.4 and "last_seen" not in rec
+    killed = str(tmp_path / "killed")
+    p = _child(killed)
+    time.sleep(0.8)
+    p.kill()
+    p.wait(timeout=30)
+    rec = provenance.read(killed)[0]
+    assert rec["ended"] is None and rec["last_seen"] and rec["wall_s"] >= 0.2 and rec["cpu_s"] > 0

@@ -270,13 +270,23 @@ def chdir_root(markers: tuple = ("params.yaml", "dvc.yaml")) -> str:
     return d
 
 
+def read_yaml(path: str, error: Optional[type] = None, hint: str = "run from the repository root") -> Dict[str, Any]:
+    """A YAML file as a dict; `error` (default ConfigError) with one line naming the file when it is missing or is
+    not valid YAML (params.yaml here, plan.yaml in plan.load)."""
+    error = error or ConfigError
+    if not os.path.isfile(path):
+        raise error(f"{path}: not found ({hint})")
+    with open(path) as f:
+        try:
+            return yaml.safe_load(f) or {}
+        except yaml.YAMLError as e:
+            raise error(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
+
+
 def load(block: str, values: Optional[Dict[str, Any]] = None, params_file: str = "params.yaml") -> Any:
     """Parse a block injected by papermill, or read it from params.yaml when run by hand."""
     if values is None:
-        if not os.path.isfile(params_file):
-            raise ConfigError(f"{params_file}: not found (run from the repository root)")
-        with open(params_file) as f:
-            values = (yaml.safe_load(f) or {}).get(block, {})
+        values = read_yaml(params_file).get(block, {})
     return parse(block, values)
 
 
@@ -304,13 +314,7 @@ def check_stage(stage: str, params_file: str = "params.yaml") -> Dict[str, Any]:
     """Parse the blocks a stage reads and check what spans blocks; ConfigError (one line) on the first problem."""
     if stage not in STAGE_BLOCKS:
         raise ConfigError(f"stage '{stage}' is not one of {list(STAGE_BLOCKS)}")
-    if not os.path.isfile(params_file):
-        raise ConfigError(f"{params_file}: not found (run from the repository root)")
-    with open(params_file) as f:
-        try:
-            params = yaml.safe_load(f) or {}
-        except yaml.YAMLError as e:
-            raise ConfigError(f"{params_file}: not valid YAML ({str(e).splitlines()[0]})") from None
+    params = read_yaml(params_file)
     unknown = [k for k in params if k not in SCHEMAS]
     if unknown:
         raise ConfigError(f"params.yaml: top-level block '{unknown[0]}' is not one of {list(SCHEMAS)}")

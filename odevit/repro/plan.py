@@ -29,8 +29,9 @@ import sys
 from typing import Any, Dict, List, Optional
 
 import pandas as pd
-import yaml
 from scipy import stats as st
+
+from .config import read_yaml
 
 PLAN_FILE = "plan.yaml"
 TESTS = ("superiority", "non_inferiority", "equivalence")
@@ -51,13 +52,7 @@ class PlanError(ValueError):
 
 def load(path: str = PLAN_FILE) -> Dict[str, Any]:
     """The validated plan (PlanError naming the key on the first problem)."""
-    if not os.path.isfile(path):
-        raise PlanError(f"{path}: not found (the analysis plan; run from the repository root)")
-    with open(path) as f:
-        try:
-            plan = yaml.safe_load(f) or {}
-        except yaml.YAMLError as e:
-            raise PlanError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
+    plan = read_yaml(path, PlanError, "the analysis plan; run from the repository root")
     check(plan, path)
     return plan
 

@@ -5,8 +5,10 @@ run appends its record to the run's checkpoint folder (processes.json), so resum
         ...train...
     record = mon.summary()   # this process + every earlier one: machine, threads, wall, CPU time, load, resumes
 
-A process's record is written when it starts (ended: null) and completed when it ends; a record still without an
-end is a process that was killed. The machine's load (1-minute load average / cores, sampled every `every_s` s while
+A process's record is written when it starts (ended: null), brought up to date every `heartbeat_s` seconds (its
+wall and CPU seconds so far, `last_seen`) and completed when it ends; SIGTERM (a deadline, `kill`) ends it like an
+exception, so it is completed too (completed: false). A record still without an end is a process killed outright
+(SIGKILL, power): its wall and CPU seconds are those of its last heartbeat. The machine's load (1-minute load average / cores, sampled every `every_s` s while
 the run works) is the contention measure: near 1/cores = alone on the machine's cores, > 1 = oversubscribed.
 """
 from __future__ import annotations
@@ -14,6 +16,8 @@ from __future__ import annotations
 import json
 import os
 import resource
+import signal
+import sys
 import threading
 import time
 from datetime import datetime, timezone
@@ -50,16 +54,23 @@ def _write(ckpt_dir: str, records: List[Dict[str, Any]]) -> None:
     os.replace(tmp, path)
 
 
+def _terminated(signum: int, frame: Any) -> None:
+    sys.exit(128 + signum)  # SystemExit through the training loop: context managers (Monitor) close normally
+
+
 class Monitor:
     """Samples the machine's load while a run works and records this process beside the run's earlier ones."""
 
-    def __init__(self, ckpt_dir: str, process_start: Optional[float] = None, every_s: float = 5.0):
+    def __init__(self, ckpt_dir: str, process_start: Optional[float] = None, every_s: float = 5.0,
+                 heartbeat_s: float = 60.0):
         """process_start: epoch seconds this process started (its start-up and data loading count in wall_s; CPU
         seconds are always the whole process's)."""
-        self.dir, self.every, self.start = ckpt_dir, every_s, process_start
+        self.dir, self.every, self.start, self.heartbeat = ckpt_dir, every_s, process_start, heartbeat_s
         self.loads: List[float] = []
         self._stop = threading.Event()
+        self._lock = threading.Lock()  # the heartbeat thread and the main thread both write processes.json
         self._thread: Optional[threading.Thread] = None
+        self._old_term: Any = None
         self.record: Dict[str, Any] = {}
 
     def __enter__(self) -> "Monitor":
@@ -74,6 +85,8 @@ class Monitor:
         _write(self.dir, self._records)
         self._t0 = self.start if self.start is not None else time.time()
         self._sample()
+        if threading.current_thread() is threading.main_thread():  # SIGTERM -> SystemExit: __exit__ records the end
+            self._old_term = signal.signal(signal.SIGTERM, _terminated)
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
         return self
@@ -81,19 +94,37 @@ class Monitor:
     def _sample(self) -> None:
         self.loads.append(os.getloadavg()[0] / (os.cpu_count() or 1))
 
+    def _update(self) -> None:
+        """The record's times and load so far."""
+        self.record.update(wall_s=round(time.time() - self._t0, 1), cpu_s=round(_cpu_s(), 1),
+                           load_per_core_mean=round(sum(self.loads) / len(self.loads), 3),
+                           load_per_core_max=round(max(self.loads), 3))
+
     def _loop(self) -> None:
+        last = time.time()
         while not self._stop.wait(self.every):
             self._sample()
+            if time.time() - last >= self.heartbeat:
+                last = time.time()
+                with self._lock:
+                    if self._stop.is_set():
+                        return
+                    self._update()
+                    self.record["last_seen"] = _now()
+                    _write(self.dir, self._records)
 
     def __exit__(self, *exc: Any) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        if self._old_term is not None:
+            signal.signal(signal.SIGTERM, self._old_term)
         self._sample()
-        self.record.update(ended=_now(), wall_s=round(time.time() - self._t0, 1),
-                           cpu_s=round(_cpu_s(), 1), load_per_core_mean=round(sum(self.loads) / len(self.loads), 3),
-                           load_per_core_max=round(max(self.loads), 3), completed=exc[0] is None)
-        _write(self.dir, self._records)
+        with self._lock:
+            self._update()
+            self.record.update(ended=_now(), completed=exc[0] is None)
+            self.record.pop("last_seen", None)
+            _write(self.dir, self._records)
 
     def summary(self) -> Dict[str, Any]:
         """The run's provenance for its metrics.json: every process's record, the resumes (processes after the first),

@@ -120,7 +120,8 @@ def run(name: str, seed: int, params_file: str = "params.yaml", study_name: Opti
     tr, va, te = pipeline.data_loaders(b, augment=d.augment, train_limit=study.train_limit)
     lap("data")
     teacher = load_teacher(b, cfg["teacher"], device)
-    c = pipeline.schedule(read_teacher_distances(), d)
+    distances = read_teacher_distances()
+    c = pipeline.schedule(distances, d)
     model = build_cell(teacher, d, free)
     lap("teacher")
     ckpt, out = cell_dir("checkpoints", name, seed, study_name), cell_dir("results", name, seed, study_name)
@@ -132,7 +133,7 @@ def run(name: str, seed: int, params_file: str = "params.yaml", study_name: Opti
             hist = pipeline.fit_free(model, b, d, tr, evals, ckpt, times=ph)
         else:
             hist = pipeline.fit_student(model, teacher, c, b, cfg["teacher"], d, tr, evals, ckpt, times=ph,
-                                        schedules=pipeline.step_schedules(read_teacher_distances(), d))
+                                        schedules=pipeline.step_schedules(distances, d))
         lap("write")  # the fit: its loops and evaluations are taken from the history below, the rest is checkpointing
         ph["write"] = max(0.0, ph["write"] - train.history_seconds(hist) + ph.get("resumed_s", 0.0)
                           - ph.get("teacher_cache", 0.0))  # resumed_s: epochs not run here
