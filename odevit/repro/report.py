@@ -342,6 +342,29 @@ def figures(results: str = "results") -> List[str]:
 VERDICT_COLORS = {stats.SUPPORTS: "#1a9850", stats.CONTRADICTS: "#d73027", stats.INCONCLUSIVE: "#7f7f7f",
                   stats.VACUOUS: "#fdae61", stats.FACT: "#000000", stats.NOT_A_CLAIM: "#4575b4",
                   stats.NOT_MEASURED: "#d9d9d9", stats.NOT_CONVERGED: "#969696"}
+DATASET_NAMES = {"fashion_mnist": "Fashion-MNIST", "cifar10": "CIFAR-10", "cifar100": "CIFAR-100",
+                 "imagenet100": "ImageNet-100", "synthetic": "synthetic data"}  # for figure titles
+
+
+def verdict_color(verdict: str) -> str:
+    """A verdict's colour in every figure (`VERDICT_COLORS`; a verdict with a suffix, e.g. "inconclusive at this
+    budget" written "inconclusive", by its start; black if none matches)."""
+    if verdict in VERDICT_COLORS:
+        return VERDICT_COLORS[verdict]
+    v = str(verdict)
+    return next((c for k, c in VERDICT_COLORS.items() if v and (v.startswith(k) or k.startswith(v))), "k")
+
+
+def dataset_name(name: str) -> str:
+    """params' base.dataset as a title writes it ('fashion_mnist' -> 'Fashion-MNIST')."""
+    return DATASET_NAMES.get(name, name)
+
+
+def test_images(limit: int = 0, dataset: str = "") -> str:
+    """The test images a number rests on, from base.test_limit (or study.robustness_test_limit): 'the whole
+    Fashion-MNIST test split' (0) or 'the first 2,000 Fashion-MNIST test images'."""
+    ds = f"{dataset_name(dataset)} " if dataset else ""
+    return f"the first {int(limit):,} {ds}test images" if limit else f"the whole {ds}test split"
 
 
 def ablations(cells: pd.DataFrame, reference: str = "ref") -> pd.DataFrame:
