@@ -98,6 +98,30 @@ def test_lyapunov_legend_sits_outside_the_axes():
     plt.close(fig)
 
 
+def test_halting_figure_names_its_rules_in_words_and_says_it_shows_one_seed():
+    rows = [{"series": ser, "rel_eps": e, "stable": st, "mean_evals": ev, "acc1": a}
+            for ser, st, pts in (("increment", 0, [(0.0, 12.0, 0.56), (0.1, 12.0, 0.56), (0.5, 6.8, 0.43)]),
+                                 ("increment_or_stable", 3, [(0.0, 4.4, 0.33), (0.5, 2.7, 0.30)]))
+            for e, ev, a in pts]
+    halt = pd.DataFrame(rows)
+    fig = P.halting_figure(halt, {"N": 12, "full_acc1": 0.5616}, "ref", 0, 10000, seeds=[0, 1, 2])
+    ax = fig.axes[0]
+    labels = [x.get_text() for x in ax.get_legend().get_texts()]
+    assert not {"increment", "increment_or_stable"} & set(labels)  # words, not the series' code names
+    assert labels == ["halt when ‖X_(k+1) − X_k‖ < ε", "… or when the prediction has not changed for 3 steps",
+                      "no halting: all N = 12 steps (56.2 %)"]
+    title = ax.get_title()
+    assert "seed 0 only" in title and "seeds 1, 2" in title and "10,000 test images" in title
+    assert ax.get_ylabel() == "test Acc@1 (%)" and "of N = 12" in ax.get_xlabel()
+    assert sorted(x.get_text() for x in ax.texts) == ["ε 0", "ε 0, 0.1", "ε 0.5", "ε 0.5"]  # coinciding ε share one
+    fig.canvas.draw()
+    assert ax.get_legend().get_window_extent().y1 <= ax.get_window_extent().y0  # below the axes: covers no point
+    plt.close(fig)
+    fig = P.halting_figure(halt, {"N": 12, "full_acc1": 0.5616}, "ref", 0, 10000)  # the published weights: 1 seed
+    assert "seed 0 (one model)" in fig.axes[0].get_title()
+    plt.close(fig)
+
+
 METRICS = {
     "lyapunov": {"ref": {"seed0": {"r": 0.05, "ci_low": -0.01, "ci_high": 0.11},
                          "seed1": {"r": 0.1, "ci_low": 0.04, "ci_high": 0.16}}},

@@ -167,6 +167,54 @@ def test_budget_curve_verdicts_follow_the_data(tmp_path):
     assert "- augmented teacher, ce − free: 1k +0.00 pt (no verdict)." in text
 
 
+def test_budget_figure_says_seeds_images_teachers_and_verdicts_and_its_legend_covers_nothing(tmp_path):
+    """The budget curve's title names the seeds per point, the test images and the teachers' training images (read
+    from the studies' files); one panel per student; every point coloured by its verdict with the claims figure's
+    colours; the legend (teacher setups by name, verdicts) sits below the panels."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_hex
+
+    free = (0.70, 0.71, 0.69)
+    _study(tmp_path, "small", 1000, {"ref": (0.75, 0.765, 0.74), "ce": (0.76, 0.775, 0.75), "free": free})
+    _study(tmp_path, "large", 55000, {"ref": (0.701, 0.705, 0.69), "ce": (0.66, 0.672, 0.65), "free": free})
+    _study(tmp_path, "strong", 1000, {"ref": (0.80, 0.815, 0.79), "ce": (0.69, 0.70, 0.71), "free": free}, teacher=0.91)
+    for name in ("small", "large", "strong"):
+        root = tmp_path / name
+        params = yaml.safe_load((root / "params.yaml").read_text())
+        params["base"] = {"dataset": "fashion_mnist", "test_limit": 0}
+        (root / "params.yaml").write_text(yaml.safe_dump(params))
+        (root / "results/02_teacher").mkdir(parents=True, exist_ok=True)
+        m = root / "results/02_teacher/metrics.json"
+        old = json.loads(m.read_text()) if m.is_file() else {}
+        m.write_text(json.dumps({**old, "train_images": 55000}))
+    t = evidence.budget_curve(["small", "large", "strong"], out=str(tmp_path))
+    fig = evidence.budget_plot(t, out=str(tmp_path))
+    title = fig._suptitle.get_text()
+    assert "n = 3 seeds per point" in title and "whole Fashion-MNIST test split" in title and "55k images" in title
+    assert len(fig.axes) == 2 and {ax.get_title() for ax in fig.axes} == {"ref (distill block as is) − free ODE",
+                                                                          "ce (distill block as is) − free ODE"}
+    labels = [x.get_text() for x in fig.legends[0].get_texts()]
+    assert labels[0] == "default teacher" and labels[1] == "augmented teacher (test Acc@1 91.0 %)"
+    assert {f"verdict: {v}" for v in t.verdict} <= set(labels)
+    fig.canvas.draw()
+    leg = fig.legends[0].get_window_extent()
+    assert all(leg.y1 <= ax.get_tightbbox().y0 for ax in fig.axes)  # below the panels, their tick labels included
+    # each point's marker in its verdict's colour (report.VERDICT_COLORS: the claims and verdicts figures')
+    ax = fig.axes[[a.get_title() for a in fig.axes].index("ref (distill block as is) − free ODE")]
+    faces = [to_hex(ln.get_markerfacecolor()) for ln in ax.lines if ln.get_marker() in ("o", "s", "^", "D")
+             and len(ln.get_xdata()) == 1]  # the points (caplines are '_', the setups' lines have several points)
+    want = [report.VERDICT_COLORS[v] for v in t[t.student == "ref"].verdict]
+    assert sorted(faces) == sorted(want) and len(set(want)) > 1  # supports and inconclusive, told apart
+    plt.close(fig)
+    t.loc[0, "seeds"] = 2  # seeds that differ between points: each point says its n
+    fig = evidence.budget_plot(t, out=str(tmp_path))
+    assert "n=2" in [x.get_text() for a in fig.axes for x in a.texts]
+    plt.close(fig)
+
+
 def test_replicate_compare_counts_the_flips_each_rule_lets_through(tmp_path):
     """The same runs on two floating-point paths: ts_minus_free is (1, 1.5, 0.8) pt on one, (1, 2.5, -0.2) on the
     other. The intervals alone flip it (supports -> inconclusive); the replication rule reads inconclusive on both."""

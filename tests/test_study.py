@@ -257,6 +257,67 @@ def test_ablation_table_holm_over_the_family_and_figures(tmp_path):
     assert sum(len(ax.get_yticks()) for ax in fig.axes) == len(shown)  # every claim with an estimate is drawn
 
 
+def test_ablation_figure_says_per_row_which_side_the_paper_predicts(tmp_path):
+    """The axis caption holds for every row (ref − cell > 0: ref scored higher); the side the paper predicts is said
+    per row: the cell (mlp4, whose claim r1_minus_r4 predicts Small below Base) better for a 'less' row, not "ref
+    (the paper's choice) better" for all; the title names the seeds, training and test images."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    root = _results(tmp_path / "e")
+    t = report.ablations(study.collect(str(root)), "ref")
+    assert t.set_index("cell").loc["mlp4", "direction"] == "less"  # the difference is still ref − mlp4
+    fig = report.ablation_figure(t, "ref", report.budget_title(str(root)), report.test_images(0, "fashion_mnist"))
+    ax = fig.axes[0]
+    assert "paper's choice" not in ax.get_xlabel() and "> 0: ref scored higher; < 0: the cell scored higher" in ax.get_xlabel()
+    rows = {tick.get_text(): note.get_text() for tick, note in zip(ax.get_yticklabels(), ax.texts)}
+    assert "paper: mlp4 better, < 0" in rows["mlp4"] and "paper: ref better, > 0" in rows["layernorm"]
+    assert "no prediction" in rows["ce"]
+    title = fig._suptitle.get_text()
+    assert "3 seeds (paired), 6000 train images" in title and "the whole Fashion-MNIST test split" in title
+    plt.close(fig)
+
+
+def test_robustness_figure_one_panel_per_cell_with_its_band_and_the_trained_n_labelled():
+    """Step-count robustness: one panel per cell (no eleven hues in one axes), the reference first and drawn in every
+    other panel, the band stated (±1 sd over the seeds), the trained N labelled, the title naming the study, the
+    cells, seeds and test images, the legend below every panel."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cells = ["ref", "free", "ce", "parallel", "mlp4"]
+    rows = [{"cell": c, "seed": s, "N": n, "acc1": 0.5 + 0.01 * i + 0.002 * s + 0.001 * n}
+            for i, c in enumerate(cells) for s in (0, 1, 2) for n in (1, 2, 4, 6, 12, 24)]
+    rob = pd.DataFrame(rows).sample(frac=1.0, random_state=0)  # the order of the rows does not matter
+    labels = {"ref": "(distill block as is)", "free": "free=True", "ce": "ce_weight=1.0",
+              "parallel": "solver=parallel", "mlp4": "mlp_ratio=4.0"}
+    fig = report.robustness_figure(rob, 12, 2000, "fashion_mnist", "ref", labels, "3 seeds (paired), 6000 train images")
+    shown = [ax for ax in fig.axes if ax.get_visible() and ax.axison]
+    assert [ax.get_title().split("\n")[0] for ax in shown] == cells  # the labels' order, the reference first
+    assert shown[3].get_title() == "parallel\nsolver=parallel"
+    title = fig._suptitle.get_text()
+    assert "Step-count robustness" in title and "5 cells × 3 seeds" in title and "first 2,000 Fashion-MNIST test images" in title
+    assert "band: ±1 sd over 3 seeds" in title
+    ref_line = [ln for ln in shown[0].lines if len(ln.get_xdata()) == 6][0]
+    np.testing.assert_allclose(ref_line.get_ydata(), [100 * (0.502 + 0.001 * n) for n in (1, 2, 4, 6, 12, 24)])
+    band = shown[0].collections[0].get_paths()[0].vertices[:, 1]
+    sd = 100 * np.std([0.0, 0.002, 0.004], ddof=1)  # ±1 sd over the seeds (ddof 1)
+    assert band.max() == pytest.approx(100 * (0.502 + 0.024) + sd) and band.min() == pytest.approx(100 * 0.503 - sd)
+    assert all(any(ln.get_linestyle() == "--" and list(ln.get_xdata()) == [12, 12] for ln in ax.lines) for ax in shown)
+    assert "trained N = 12" in [x.get_text() for x in shown[0].texts]
+    legend = [x.get_text() for x in fig.legends[0].get_texts()]
+    assert "trained N = 12 (distill.num_steps)" in legend and "band: ±1 sd over 3 seeds" in legend
+    fig.canvas.draw()
+    leg = fig.legends[0].get_window_extent()
+    assert all(leg.y1 <= ax.get_tightbbox().y0 + 1 for ax in shown)  # below the panels: it covers no data
+    assert shown[-1].get_xlabel().startswith("solver steps N") and shown[0].get_ylabel() == "test Acc@1 (%)"
+    plt.close(fig)
+
+
 def test_cell_scores_the_test_set_once_and_times_its_phases(tmp_path, monkeypatch):
     """A free cell end to end (tiny synthetic data, a fresh teacher file): per-epoch evaluation on the validation split
     only, the test set once at best.pt, the Acc@1-vs-N point at the trained N read off that pass, timing phases."""

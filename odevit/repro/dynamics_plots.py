@@ -150,13 +150,43 @@ def fidelity_figure(fid: pd.DataFrame, cell: str, n_images: int) -> Figure:
     return fig
 
 
-def halting_figure(halt: pd.DataFrame, metrics: dict, cell: str, seed: int, n_images: int) -> Figure:
-    fig, ax = plt.subplots(figsize=(8, 4), constrained_layout=True)
-    sns.lineplot(data=halt, x="mean_evals", y="acc1", hue="series", marker="o", sort=False, ax=ax)
-    ax.axhline(metrics["full_acc1"], ls="--", color="gray", label=f"all N = {metrics['N']} steps")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=8)
-    ax.set_xlabel("mean evaluations of ψ per image"); ax.set_ylabel("test Acc@1")
-    ax.set_title(f"adaptive halting: {cell}, seed {seed}, {n_images} test images", fontsize=10)
+HALTING_RULES = {"increment": "halt when ‖X_(k+1) − X_k‖ < ε",
+                 "increment_or_stable": "… or when the prediction has not changed for {stable} steps"}
+
+
+def halting_figure(halt: pd.DataFrame, metrics: dict, cell: str, seed: int, n_images: int,
+                   seeds: Optional[Sequence[int]] = None) -> Figure:
+    """Test Acc@1 (%) against the mean evaluations of ψ per image, one line per halting rule (named in words, the
+    `HALTING_RULES`; `analysis.halting_study`'s series), each point labelled with its ε as a multiple of the median
+    increment, beside Acc@1 with all N steps. One model: `seed` of `cell`; `seeds` (the cell's seeds the notebook
+    has) makes the title say that the others were not halted. The legend sits below the axes."""
+    fig, ax = plt.subplots(figsize=(8, 4.6), constrained_layout=True)
+    N = metrics["N"]
+    for k, (series, g) in enumerate(halt.groupby("series", sort=False)):
+        stable = int(g.stable.iloc[0]) if "stable" in g else 0
+        label = HALTING_RULES.get(series, series).format(stable=stable)
+        ax.plot(g.mean_evals, 100 * g.acc1, marker="o", color=f"C{k}", label=label)
+        # one label per point as drawn: the ε whose points coincide on the plot (to 0.1 evaluation and 0.1 pt) share it
+        at = g.assign(x=g.mean_evals.round(1), y=(1000 * g.acc1).round())
+        for (_, _), p in at.groupby(["x", "y"], sort=False):
+            eps = ", ".join(f"{e:g}" for e in p.rel_eps)
+            x, y = p.mean_evals.iloc[-1], 100 * p.acc1.iloc[-1]
+            right = x > 0.8 * N  # near the right edge: the label to the left of the point
+            ax.annotate(f"ε {eps}", (x, y), xytext=(-5 if right else 5, -11 if k else 5), textcoords="offset points",
+                        ha="right" if right else "left", fontsize=7, color=f"C{k}")
+    ax.axhline(100 * metrics["full_acc1"], ls="--", color="gray",
+               label=f"no halting: all N = {N} steps ({100 * metrics['full_acc1']:.1f} %)")
+    ax.set_xlim(0, N + 0.8)
+    ax.margins(y=0.1)  # room for the points' labels
+    ax.set_xlabel(f"mean evaluations of ψ per image (of N = {N})")
+    ax.set_ylabel("test Acc@1 (%)")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1, frameon=False, fontsize=8,
+              title="ε: multiple of the median increment ‖X_(k+1) − X_k‖ over every step and image",
+              title_fontsize=8)
+    others = sorted(set(seeds or ()) - {seed})
+    one = (f"seed {seed} only (one model; not repeated for {seeds_label(others)})" if others
+           else f"seed {seed} (one model)")
+    ax.set_title(f"Adaptive halting (06_dynamics): {cell}, {one}, {n_images:,} test images", fontsize=10)
     return fig
 
 

@@ -443,40 +443,119 @@ def _images(n: int) -> str:
     return f"{n / 1000:g}k" if n >= 1000 else str(n)
 
 
-def budget_figure(t: pd.DataFrame, path: str) -> str:
-    """Student - free ODE (points, mean and 95 % interval) against the student's training images (log axis, ticks at
-    the budgets): colour = student, solid circles = the default teacher, open markers and dashed / dotted lines = the
-    other teacher setups (`setup`), in their order in `t`."""
+def _setup_label(su: str, acc: float) -> str:
+    """A teacher setup (`setup`) as the legend says it, with the teacher's test Acc@1 where known."""
+    kind, *rest = su.replace("tau", "τ").split(", ")
+    words = ", ".join([f"{kind} teacher"] + rest)
+    return words + ("" if acc is None or math.isnan(acc) else f" (test Acc@1 {acc:.1f} %)")
+
+
+def _cell_words(cell: str, t: pd.DataFrame, out: str) -> str:
+    """' (ce_weight=1.0)': a study cell's overrides of the distill block, from the first of `t`'s studies whose
+    params name it (' (distill block as is)' for none; '' where no study says)."""
+    for name in dict.fromkeys(t.study) if "study" in t else ():
+        cells = (_params_of(os.path.join(out, name)).get("study") or {}).get("cells") or {}
+        if cell in cells:
+            ov = cells[cell] or {}
+            return " (" + (", ".join(f"{k}={v}" for k, v in ov.items()) or "distill block as is") + ")"
+    return ""
+
+
+def _budget_setting(studies: Sequence[str], out: str) -> Dict[str, str]:
+    """What the budget curve's points rest on, read from the studies' own files (docs/evidence/NAME/params.yaml and
+    results/02_teacher/metrics.json): 'test' (the test images, `report.test_images`) and 'teacher' (the teachers'
+    training images); a key is left out where the studies differ or do not say."""
+    tests, teachers = set(), set()
+    for name in studies:
+        base = _params_of(os.path.join(out, name)).get("base") or {}
+        tests.add(report.test_images(base.get("test_limit", 0), base.get("dataset", "")) if base else None)
+        m = os.path.join(out, name, "results", "02_teacher", "metrics.json")
+        teachers.add(pipeline.read_json(m).get("train_images") if os.path.isfile(m) else None)
+    said = {}
+    if len(tests) == 1 and None not in tests:
+        said["test"] = tests.pop()
+    if len(teachers) == 1 and None not in teachers:
+        said["teacher"] = f"every teacher trained on {_images(int(teachers.pop()))} images"
+    return said
+
+
+def budget_figure(t: pd.DataFrame, path: str, out: str = EVIDENCE) -> str:
+    """`budget_plot` written to `path`."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.4, 3.6))
-    colours = {s: f"C{i}" for i, s in enumerate(dict.fromkeys(t.student))}
-    shift = {s: 1 / 1.05 if i == 0 else 1.05 ** i for i, s in enumerate(colours)}  # side by side, not on top
-    setups = list(dict.fromkeys(t.setup if "setup" in t else ["default"] * len(t)))
-    look = [("o", "-", None), ("s", "--", "white"), ("^", ":", "white"), ("D", "-.", "white")]
-    for (su, student), g in t.assign(setup=t.setup if "setup" in t else "default").groupby(["setup", "student"], sort=False):
-        g = g.sort_values("train_images")
-        i = setups.index(su)
-        marker, ls, mfc = look[i % len(look)]
-        ax.errorbar(g.train_images * shift[student] * 1.02 ** i, g.diff_mean,
-                    yerr=[g.diff_mean - g.ci_low, g.ci_high - g.diff_mean], color=colours[student],
-                    marker=marker, ls=ls, mfc=mfc, capsize=3,
-                    label=f"{student} − free" + ("" if su == "default" else f"\n({su.replace('tau', 'τ')})"))
-    ax.axhline(0, color="k", lw=0.8, ls=":")
-    ax.set_xscale("log")
-    ticks = sorted(set(int(x) for x in t.train_images))
-    ax.set_xticks(ticks, [_images(x) for x in ticks])
-    ax.minorticks_off()
-    ax.set_xlim(min(ticks) / 1.5, max(ticks) * 1.5)
-    ax.set_xlabel("student's training images (log scale)")
-    ax.set_ylabel("Acc@1 student − free ODE (pt)\nmean and 95 % interval over seeds")
-    ax.set_title("When does the teacher help? > 0: the distilled student is better\n"
-                 "(every teacher was trained on all 55k training images)", fontsize=9)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False)
-    fig.tight_layout()
+    fig = budget_plot(t, out)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def budget_plot(t: pd.DataFrame, out: str = EVIDENCE):
+    """Student - free ODE (points, mean and 95 % interval) against the student's training images (log axis, ticks at
+    the budgets), one panel per student: line style and marker = the teacher setup (`setup`; solid circles = the
+    default teacher), the point's colour = its verdict (`report.VERDICT_COLORS`, as in the claims and verdicts
+    figures). The title says the seeds per point (or each point does, where they differ), the test images and the
+    teachers' training images (read from the studies under `out`); the studies are named under the panels; one
+    legend below the panels."""
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    t = t.assign(setup=t.setup if "setup" in t else "default")
+    students = list(dict.fromkeys(t.student))
+    setups = list(dict.fromkeys(t.setup))
+    look = [("o", "-"), ("s", "--"), ("^", ":"), ("D", "-.")]
+    style = {su: look[i % len(look)] for i, su in enumerate(setups)}
+    shift = {su: 1.07 ** (i - (len(setups) - 1) / 2) for i, su in enumerate(setups)}  # side by side, not on top
+    acc = {su: (g.teacher_acc1.dropna().iloc[0] if "teacher_acc1" in g and g.teacher_acc1.notna().any() else None)
+           for su, g in t.groupby("setup", sort=False)}
+    same_n = t.seeds.nunique() == 1
+    fig, axes = plt.subplots(1, len(students), figsize=(4.6 * len(students) + 0.6, 4.6), sharey=True, squeeze=False)
+    ticks = sorted(set(int(x) for x in t.train_images))
+    for ax, student in zip(axes[0], students):
+        for su in setups:
+            g = t[(t.student == student) & (t.setup == su)].sort_values("train_images")
+            if not len(g):
+                continue
+            marker, ls = style[su]
+            x = g.train_images * shift[su]
+            ax.plot(x, g.diff_mean, color="0.35", ls=ls, lw=1.2, zorder=1)
+            for xi, r in zip(x, g.itertuples()):
+                col = report.verdict_color(r.verdict)
+                ax.errorbar(xi, r.diff_mean, yerr=[[r.diff_mean - r.ci_low], [r.ci_high - r.diff_mean]], color=col,
+                            marker=marker, ms=7, mec="black", mew=0.7, capsize=3, elinewidth=1.6, zorder=2)
+                if not same_n:
+                    ax.annotate(f"n={r.seeds}", (xi, r.ci_high), xytext=(0, 3), textcoords="offset points",
+                                ha="center", fontsize=7)
+        ax.axhline(0, color="k", lw=0.8)
+        ax.set_xscale("log")
+        ax.set_xticks(ticks, [_images(x) for x in ticks])
+        ax.minorticks_off()
+        ax.set_xlim(min(ticks) / 1.6, max(ticks) * 1.6)
+        ax.set_xlabel("student's training images (log scale)")
+        ax.set_title(f"{student}{_cell_words(student, t, out)} − free ODE", fontsize=10)
+        ax.grid(axis="y", lw=0.4, alpha=0.6)
+    axes[0][0].set_ylabel("Acc@1 student − free ODE (pt)\nmean and 95 % t interval over the seeds")
+    said = _budget_setting(list(dict.fromkeys(t.study)), out) if "study" in t else {}
+    n = f"n = {int(t.seeds.iloc[0])} seeds per point (paired by seed)" if same_n else "n = seeds of each point (marked; paired by seed)"
+    line2 = "; ".join(x for x in (n, said.get("test") and f"test Acc@1 on {said['test']}", said.get("teacher")) if x)
+    fig.suptitle("Budget curve: when does the teacher help? > 0: the distilled student beats the free ODE\n" + line2,
+                 fontsize=10)
+    handles = [Line2D([], [], color="0.35", ls=style[su][1], marker=style[su][0], mfc="white", mec="black",
+                      label=_setup_label(su, acc[su])) for su in setups]
+    verdicts = [v for v in report.VERDICT_COLORS if v in set(t.verdict)]
+    verdicts += [v for v in dict.fromkeys(t.verdict) if v not in verdicts]
+    handles += [Line2D([], [], ls="", marker="o", ms=7, color=report.verdict_color(v), mec="black", mew=0.7,
+                       label=f"verdict: {v}") for v in verdicts]
+    ncol = 2
+    rows = -(-len(handles) // ncol)
+    studies = (f"points from the studies ({out}/): " + ", ".join(dict.fromkeys(t.study))) if "study" in t else ""
+    h = fig.get_figheight()
+    foot = 0.3 if studies else 0.0  # inches: the studies' line(s) at the bottom
+    fig.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, foot / h), ncol=ncol, fontsize=8,
+               frameon=False)
+    if studies:
+        fig.text(0.5, 0.03 / h, studies, ha="center", va="bottom", fontsize=7, color="0.3", wrap=True)
+    fig.tight_layout(rect=(0, (foot + 0.08 + 0.19 * rows) / h, 1, 1))
+    return fig
 
 
 def replicate_compare(primary: str, replicate: str, margin_pts: float = 1.0) -> Dict[str, pd.DataFrame]:

@@ -342,6 +342,29 @@ def figures(results: str = "results") -> List[str]:
 VERDICT_COLORS = {stats.SUPPORTS: "#1a9850", stats.CONTRADICTS: "#d73027", stats.INCONCLUSIVE: "#7f7f7f",
                   stats.VACUOUS: "#fdae61", stats.FACT: "#000000", stats.NOT_A_CLAIM: "#4575b4",
                   stats.NOT_MEASURED: "#d9d9d9", stats.NOT_CONVERGED: "#969696"}
+DATASET_NAMES = {"fashion_mnist": "Fashion-MNIST", "cifar10": "CIFAR-10", "cifar100": "CIFAR-100",
+                 "imagenet100": "ImageNet-100", "synthetic": "synthetic"}  # for figure titles
+
+
+def verdict_color(verdict: str) -> str:
+    """A verdict's colour in every figure (`VERDICT_COLORS`; a verdict with a suffix, e.g. "inconclusive at this
+    budget" written "inconclusive", by its start; black if none matches)."""
+    if verdict in VERDICT_COLORS:
+        return VERDICT_COLORS[verdict]
+    v = str(verdict)
+    return next((c for k, c in VERDICT_COLORS.items() if v and (v.startswith(k) or k.startswith(v))), "k")
+
+
+def dataset_name(name: str) -> str:
+    """params' base.dataset as a title writes it ('fashion_mnist' -> 'Fashion-MNIST')."""
+    return DATASET_NAMES.get(name, name)
+
+
+def test_images(limit: int = 0, dataset: str = "") -> str:
+    """The test images a number rests on, from base.test_limit (or study.robustness_test_limit): 'the whole
+    Fashion-MNIST test split' (0) or 'the first 2,000 Fashion-MNIST test images'."""
+    ds = f"{dataset_name(dataset)} " if dataset else ""
+    return f"the first {int(limit):,} {ds}test images" if limit else f"the whole {ds}test split"
 
 
 def ablations(cells: pd.DataFrame, reference: str = "ref") -> pd.DataFrame:
@@ -363,30 +386,107 @@ def ablations(cells: pd.DataFrame, reference: str = "ref") -> pd.DataFrame:
     return table
 
 
-def ablation_figure(table: pd.DataFrame, reference: str = "ref", title: str = ""):
+def _side(direction: str, reference: str, cell: str) -> str:
+    """What the paper predicts for a row of reference − cell, in words ('paper: ref better, > 0')."""
+    return {"greater": f"paper: {reference} better, > 0", "less": f"paper: {cell} better, < 0"}.get(direction,
+                                                                                                  "no prediction")
+
+
+def ablation_figure(table: pd.DataFrame, reference: str = "ref", title: str = "", test: str = ""):
     """reference − cell (Acc@1 pt) with its raw 95 % interval per cell, coloured by verdict; each row says which side
-    the paper predicts and carries the Holm-adjusted p of the family."""
+    the paper predicts in words (the reference better, > 0, or, for a row whose direction is 'less' such as mlp4,
+    the cell better, < 0) and carries the Holm-adjusted p of the family. `title`: the budget line (`budget_title`);
+    `test`: the test images the accuracies rest on (`test_images`)."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(11, 0.45 * len(table) + 2.2))
+    fig, ax = plt.subplots(figsize=(11, 0.45 * len(table) + 2.4))
     for i, r in enumerate(table.itertuples()):
-        col = VERDICT_COLORS.get(r.verdict, "k")
+        col = verdict_color(r.verdict)
         ax.errorbar(r.diff_mean, i, xerr=[[r.diff_mean - r.ci_low], [r.ci_high - r.diff_mean]], fmt="o", color=col,
                     capsize=3)
-        side = {"greater": "paper: > 0", "less": "paper: < 0"}.get(r.direction, "no prediction")
         holm = "" if math.isnan(r.holm_p) else f", Holm p {r.holm_p:.3f}"
-        ax.annotate(f"{r.diff_mean:+.2f} pt ({side}{holm})", (1.0, i), xycoords=("axes fraction", "data"),
-                    xytext=(4, 0), textcoords="offset points", va="center", fontsize=8, color=col)
+        ax.annotate(f"{r.diff_mean:+.2f} pt ({_side(r.direction, reference, r.cell)}{holm})", (1.0, i),
+                    xycoords=("axes fraction", "data"), xytext=(4, 0), textcoords="offset points", va="center",
+                    fontsize=8, color=col)
     ax.axvline(0, color="k", lw=0.8, ls="--")
     ax.set_yticks(range(len(table)), table.cell)
     ax.invert_yaxis()
-    ax.set_xlabel(f"Acc@1 {reference} − cell (pt), mean and 95% CI\n> 0: {reference} (the paper's choice) better")
-    handles = [plt.Line2D([], [], marker="o", ls="", color=VERDICT_COLORS[v], label=v) for v in
-               dict.fromkeys(table.verdict) if v in VERDICT_COLORS]
+    n = table.seeds.unique() if "seeds" in table else []
+    over = f" over {n[0]} paired seeds" if len(n) == 1 else " over the paired seeds"
+    ax.set_xlabel(f"Acc@1 {reference} − cell (pt), mean and 95 % t interval{over}\n"
+                  f"> 0: {reference} scored higher; < 0: the cell scored higher (the text right of each row says "
+                  "which side the paper predicts)", fontsize=9)
+    handles = [plt.Line2D([], [], marker="o", ls="", color=verdict_color(v), label=v) for v in
+               dict.fromkeys(table.verdict)]
     ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0, 1.01), ncol=len(handles), fontsize=8,
               frameon=False)
-    fig.suptitle(f"Ablations vs the reference: {title}", fontsize=10)
-    fig.subplots_adjust(left=0.12, right=0.62, top=1 - 1.1 / fig.get_figheight(), bottom=1.0 / fig.get_figheight())
+    head = "Ablations (05_ablations): each cell against the reference " + reference
+    fig.suptitle(head + (f"\n{title}" if title else "") + (f"; test Acc@1 on {test}" if test else ""), fontsize=10)
+    fig.subplots_adjust(left=0.12, right=0.62, top=1 - 1.2 / fig.get_figheight(), bottom=1.1 / fig.get_figheight())
+    return fig
+
+
+def robustness_figure(rob: pd.DataFrame, trained_n: int, test_limit: int = 0, dataset: str = "",
+                      reference: str = "ref", labels: Optional[Dict[str, str]] = None, title: str = ""):
+    """Acc@1 against the solver steps N used at evaluation (log2 axis, ticks at the N evaluated), one panel per cell
+    (the reference first), so that eleven lines need no eleven hues: the cell's mean over its seeds with a band of
+    ±1 sd over them, the reference's mean in grey in every other panel, the trained N as a labelled dashed line.
+    `rob`: one row per (cell, seed, N) with acc1 (05_ablations' robustness.csv); `test_limit`, `dataset`: the test
+    images of the curves (study.robustness_test_limit, base.dataset); `labels`: a cell's words under its name (its
+    overrides; the panels follow their order); `title`: the budget line (`budget_title`)."""
+    import matplotlib.pyplot as plt
+
+    labels = labels or {}
+    g = rob.assign(acc=100 * rob.acc1).groupby(["cell", "N"]).acc.agg(["mean", "std", "count"]).reset_index()
+    g["std"] = g["std"].fillna(0.0)  # one seed: no band
+    order = [c for c in labels if c in set(g.cell)] + [c for c in dict.fromkeys(rob.cell) if c not in labels]
+    cells = [reference] * (reference in set(g.cell)) + [c for c in order if c != reference]  # the labels' order
+    ncol = min(4, len(cells))
+    nrow = -(-len(cells) // ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(3.0 * ncol + 0.4, 2.3 * nrow + 1.5), sharex=True, sharey=True,
+                             squeeze=False)
+    ref = g[g.cell == reference].sort_values("N")
+    ns = sorted(int(n) for n in g.N.unique())
+    for ax, cell in zip(axes.flat, cells):
+        c = g[g.cell == cell].sort_values("N")
+        if cell != reference and len(ref):
+            ax.plot(ref.N, ref["mean"], color="0.55", lw=1.2, ls="-", zorder=1)
+        col = "k" if cell == reference else "C0"
+        ax.fill_between(c.N, c["mean"] - c["std"], c["mean"] + c["std"], color=col, alpha=0.18, lw=0, zorder=2)
+        ax.plot(c.N, c["mean"], color=col, marker="o", ms=3.5, lw=1.5, zorder=3)
+        ax.axvline(trained_n, color="C3", ls="--", lw=1.0, zorder=0)
+        words = re.sub(r"[\w./-]*/", "", labels.get(cell, ""))  # a preset's file without its folder
+        words = words if len(words) <= 40 else words[:39] + "…"
+        ax.set_title(cell + (f"\n{words}" if words else ""), fontsize=9)
+        ax.grid(lw=0.4, alpha=0.6)
+    for ax in axes.flat[len(cells):]:
+        ax.axis("off")
+    for k, ax in enumerate(axes.flat[:len(cells)]):
+        if k + ncol >= len(cells):  # the lowest panel of its column: the x axis is labelled there
+            ax.set_xlabel("solver steps N at evaluation (log scale)", fontsize=8)
+            ax.tick_params(axis="x", labelbottom=True, labelsize=8)
+    ax0 = axes.flat[0]
+    ax0.set_xscale("log", base=2)
+    ax0.set_xticks(ns, [str(n) for n in ns])
+    ax0.minorticks_off()
+    ax0.annotate(f"trained N = {trained_n}", (trained_n, 0.03), xycoords=("data", "axes fraction"), xytext=(-3, 0),
+                 textcoords="offset points", ha="right", va="bottom", fontsize=8, color="C3")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("test Acc@1 (%)", fontsize=9)
+    seeds = rob.groupby("cell").seed.nunique()
+    n = (f"{seeds.iloc[0]} seed" + ("s" if seeds.iloc[0] > 1 else "") if seeds.nunique() == 1
+         else f"{seeds.min()}–{seeds.max()} seeds")
+    band = f"band: ±1 sd over {n}" if seeds.max() > 1 else "one seed: no band"
+    handles = [plt.Line2D([], [], color="C0", marker="o", ms=3.5, label="the panel's cell: mean over its seeds"),
+               *([plt.Rectangle((0, 0), 1, 1, color="C0", alpha=0.18, label=band)] if seeds.max() > 1 else []),
+               plt.Line2D([], [], color="0.55", label=f"{reference} (the reference): mean, in every panel"),
+               plt.Line2D([], [], color="C3", ls="--", label=f"trained N = {trained_n} (distill.num_steps)")]
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False,
+               bbox_to_anchor=(0.5, 0.0))
+    fig.suptitle(f"Step-count robustness (05_ablations): test Acc@1 against the solver steps N at evaluation\n"
+                 f"{len(cells)} cells × {n}, {test_images(test_limit, dataset)}; {band}"
+                 + (f"\ntraining: {title}" if title else ""), fontsize=10)
+    fig.tight_layout(rect=(0, 0.35 / fig.get_figheight(), 1, 1))
     return fig
 
 
