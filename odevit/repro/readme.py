@@ -36,6 +36,11 @@ def _json(path: str) -> Dict:
         return json.load(f)
 
 
+def _yaml(path: str) -> Dict:
+    with open(path) as f:
+        return yaml.safe_load(f) or {}
+
+
 def _reference(root: str) -> str:
     """study.reference of the run's params.yaml (the cell every comparison is made against)."""
     with open(os.path.join(root, "params.yaml")) as f:
@@ -730,16 +735,53 @@ def plan_verdicts(root: str = ".") -> str:
     head = (f"{len(runs)} of {planned} planned confirmatory runs are in (machines: {machines}); "
             f"{int(runs.converged.sum())} converged by the plan's rule.\nIntervals at each question's level "
             "(α / the family's size); `python -m odevit.repro.verdicts` recomputes every row.")
-    teacher = 100 * _json(os.path.join(root, "results/02_teacher/metrics.json"))["acc1"]
+    t = _json(os.path.join(root, "results/02_teacher/metrics.json"))
+    test_images = _json(os.path.join(root, "results/01_data/metrics.json"))["test_size"]
     post = int(c.post_hoc.sum())
-    setting = (f"Setting: Fashion-MNIST (55,000 training images, 5,000 for validation, 10,000 test images scored "
-               f"once).\nThe teacher is a 6-layer ViT trained from scratch ({teacher:.2f} % test Acc@1); the student is "
-               "the ODE of its width; \"free\" is that ODE trained from scratch.\nEach question is tested at "
-               "α = 0.05 / the number of questions of its study (\"α each\").\n*Not converged*: a run it rests on "
-               "still gained one validation standard error (≈ 0.45 pt) or more in the last quarter of its schedule; "
-               "the row shows numbers, no verdict.\n*Post hoc* marks a row whose plan changed after its runs "
+    setting = (f"Setting: Fashion-MNIST ({t['train_images']:,} training images, {t['val_images']:,} for validation, "
+               f"{test_images:,} test images scored once).\nThe teacher is a {t['depth']}-layer ViT trained from scratch "
+               f"({100 * t['acc1']:.2f} % test Acc@1); the student is the ODE of its width; \"free\" is that ODE trained "
+               f"from scratch.\nEach question is tested at α = {plan['rules']['alpha']:g} / the number of questions of its "
+               "study (\"α each\").\n*Not converged*: a run it rests on still gained one validation standard error "
+               f"({runs.threshold_pts.min():.2f}–{runs.threshold_pts.max():.2f} pt by run) or more in the last quarter of its schedule; the row shows numbers, "
+               "no verdict.\n*Post hoc* marks a row whose plan changed after its runs "
                f"({post} {'does' if post == 1 else 'do'}).")
-    return setting + "\n\n" + findings(c, plan, runs) + "\n\n" + head + "\n\n" + "\n".join(rows)
+    figure = "![the plan's verdicts, one panel per study](results/evidence/verdicts.png)"
+    return (setting + "\n\n" + head + "\n\n" + "\n".join(rows) + "\n\n" + figure
+            + "\n\n<details><summary>Per study: its description, rows in words, and the runs that missed the convergence "
+            "rule</summary>\n\n" + findings(c, plan, runs) + "\n\n</details>")
+
+
+def _images(plan: Dict[str, Any], study: str, root: str) -> str:
+    n = plan["studies"][study]["budget"]["train_limit"] or _json(os.path.join(root, "results/02_teacher/metrics.json"))["train_images"]
+    return f"{n:,} images"
+
+
+def key_findings(root: str = ".") -> str:
+    """The README's opening: docs/findings.yaml's questions, each answered by its plan rows (confirmatory rows of
+    results/evidence/claims.csv: number, interval at α each, verdict), grouped by the study's training images."""
+    from . import plan as plan_mod
+
+    plan = plan_mod.load(os.path.join(root, plan_mod.PLAN_FILE))
+    c = pd.read_csv(os.path.join(root, "results/evidence/claims.csv"))
+    c = c[c.status == "confirmatory"].set_index(["study", "question"])
+    out = []
+    for i, f in enumerate(_yaml(os.path.join(root, "docs/findings.yaml"))["findings"], 1):
+        parts, last = [], None
+        for label, ref in f["rows"]:
+            study, q = ref.split(".", 1)
+            if (study, q) not in c.index:
+                raise ValueError(f"docs/findings.yaml: {ref} is not a confirmatory row of results/evidence/claims.csv")
+            r = c.loc[(study, q)]
+            num = ("not run" if not r.n else f"{r['mean']:+.2f} {r.unit} [{r.ci_low:+.2f}, {r.ci_high:+.2f}]")
+            where = _images(plan, study, root)
+            parts.append(("" if where == last else f"{where}: ") + f"{label} {num} *{r.verdict}*")
+            last = where
+        out.append(f"{i}. **{f['ask']}** " + "; ".join(parts) + ".")
+    return ("\n".join(out) + "\n\nEach row: mean over paired seeds [interval at its study's α each] and the verdict on "
+            "the direction the plan predicts (the paper's; for ours, ours). *not converged*: a run the row rests on was "
+            "still improving at the end of its schedule, so the row gives numbers and no verdict. Rows, seeds and runs "
+            "are in the table below.")
 
 
 def findings(c: pd.DataFrame, plan: Dict[str, Any], runs: pd.DataFrame) -> str:
@@ -765,7 +807,7 @@ def findings(c: pd.DataFrame, plan: Dict[str, Any], runs: pd.DataFrame) -> str:
 
 
 SECTIONS: Dict[str, Callable[[str], str]] = {
-    "plan-verdicts": plan_verdicts,
+    "plan-verdicts": plan_verdicts, "key-findings": key_findings,
     "claims-summary": claims_summary, "module-map": module_map, "claims-table": claims_table, "main-table": main_table, "weights-table": weights_table,
     "weights-summary": weights_summary,
     "dynamics-summary": dynamics_summary, "bench-tables": bench_tables, "bench-summary": bench_summary,
