@@ -1,0 +1,219 @@
+"""Where a study step's time goes, on this machine: the training step of the study cells as `train.fit` runs it
+(same objective, cache, optimiser, clipping and host syncs), under torch.profiler, split into labelled phases.
+
+    python -m odevit.repro.profile                 # results/bench/profile_<cpu|cuda>.{json,md}
+    python -m odevit.repro.profile --steps 10 --cells ref
+
+Per cell (default: ref = MSE + JaSMin on the teacher's cached CLS states, jasmin_off = the same without the
+attention-map path JaSMin needs, free = the same architecture from scratch, CE + JaSMin): the wall time of a step
+without the profiler (median of `--steps`), then under the profiler each phase's host (CPU) time and, on CUDA,
+device time: data (batch, transform, copy to the device), student trajectory (forward_trajectory: every solver
+step, and the attention maps when JaSMin needs them), loss terms (trajectory MSE, JaSMin, CE), backward,
+clip + finiteness checks, optimiser step. Also: the host syncs per step (aten::item / _local_scalar_dense: the
+objective's `.item()` per loss term, `loss.item()`, the isfinite checks), the ops with the most self CPU time, and
+the step's wall time minus its ops' self CPU time (Python, dispatch and the profiler's own overhead). The machine,
+threads, torch and date are recorded with the result.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import os
+import statistics
+import time
+from datetime import datetime, timezone
+from typing import Any, Callable, Dict, Iterator, List, Optional
+
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function
+
+from . import config, data, objectives, pipeline, train
+from .machine import machine_info
+from .pipeline import write_json
+from .report import write_text
+from ..model import ODEViT
+
+PHASES = ("data", "student trajectory", "loss terms", "backward", "clip + finiteness checks", "optimiser step")
+SYNC_OPS = ("aten::_local_scalar_dense",)  # what .item(), bool(tensor) and float(tensor) call
+
+
+@contextlib.contextmanager
+def _labelled() -> Iterator[None]:
+    """The objective's building blocks wrapped in profiler labels for the duration (restored after)."""
+    saved = (ODEViT.forward_trajectory, objectives.trajectory_mse, objectives.jasmin, objectives.F.cross_entropy)
+
+    def wrap(fn: Callable[..., Any], label: str) -> Callable[..., Any]:
+        def inner(*a: Any, **k: Any) -> Any:
+            with record_function(label):
+                return fn(*a, **k)
+        return inner
+
+    ODEViT.forward_trajectory = wrap(saved[0], "student trajectory")
+    objectives.trajectory_mse = wrap(saved[1], "loss terms")
+    objectives.jasmin = wrap(saved[2], "loss terms")
+    objectives.F.cross_entropy = wrap(saved[3], "loss terms")
+    try:
+        yield
+    finally:
+        ODEViT.forward_trajectory, objectives.trajectory_mse, objectives.jasmin, objectives.F.cross_entropy = saved
+
+
+def _cell(cfg: Dict[str, Any], name: str, device: torch.device):
+    """(model, objective, loader, params, clip) of a study cell, built as `study.run` and `pipeline.fit_*` build them."""
+    from . import study as st
+
+    b, s = cfg["base"], cfg["study"]
+    d, free = config.cell_config(cfg["distill"], s, name)
+    tr, _, _ = pipeline.data_loaders(b, augment=d.augment, train_limit=s.train_limit)
+    teacher = st.load_teacher(b, cfg["teacher"], device)
+    model = st.build_cell(teacher, d, free).to(device)
+    if free:
+        obj = objectives.ode_scratch(d.label_smoothing, d.jasmin_weight, d.jasmin_k, d.jasmin_detach)
+    else:
+        c = pipeline.schedule(st.read_teacher_distances(), d)
+        obj = pipeline.distill_objective(teacher, c, d, pipeline.teacher_cache(teacher, tr, d, device))
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=d.lr, weight_decay=d.weight_decay)
+    return model, obj, tr, params, opt, d.clip
+
+
+def _step(model: ODEViT, obj: Any, batch: Any, params: List[torch.Tensor], opt: Any, clip: float,
+          device: torch.device) -> None:
+    """One step of `train.fit`'s loop (same calls in the same order), with phase labels."""
+    with record_function("data"):
+        x, y, idx = batch
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+    with train.autocast(device):
+        loss, parts = obj(model, x, y, 0, idx)
+    opt.zero_grad(set_to_none=True)
+    with record_function("backward"):
+        loss.backward()
+    with record_function("clip + finiteness checks"):
+        gnorm = torch.nn.utils.clip_grad_norm_(params, clip)
+        if not (torch.isfinite(loss) and torch.isfinite(gnorm)):
+            raise FloatingPointError("non-finite loss or gradient while profiling")
+    with record_function("optimiser step"):
+        opt.step()
+    dict(parts, loss=loss.item())
+
+
+def _batches(loader: data.Loader, n: int) -> Iterator[Any]:
+    """`n` training batches (the loader's epoch order, repeated if it has fewer), transformed as `fit` gets them."""
+    got = 0
+    while got < n:
+        for batch in loader.batches(got, with_index=True):
+            yield batch
+            got += 1
+            if got == n:
+                return
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def profile_cell(cfg: Dict[str, Any], name: str, steps: int, device: torch.device, warmup: int = 3) -> Dict[str, Any]:
+    model, obj, loader, params, opt, clip = _cell(cfg, name, device)
+    model.train()
+    it = _batches(loader, warmup + 2 * steps)
+    for _ in range(warmup):
+        _step(model, obj, next(it), params, opt, clip, device)
+    walls = []
+    for _ in range(steps):  # without the profiler: the step as training runs it
+        batch = next(it)
+        _sync(device)
+        t = time.perf_counter()
+        _step(model, obj, batch, params, opt, clip, device)
+        _sync(device)
+        walls.append(time.perf_counter() - t)
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with _labelled(), profile(activities=acts) as prof:
+        _sync(device)
+        t = time.perf_counter()
+        for _ in range(steps):
+            _step(model, obj, next(it), params, opt, clip, device)
+        _sync(device)
+        profiled = (time.perf_counter() - t) / steps
+    ev = {e.key: e for e in prof.key_averages()}
+    dev_attr = "device_time_total" if hasattr(next(iter(ev.values())), "device_time_total") else "cuda_time_total"
+    phases = {}
+    for p in PHASES:
+        e = ev.get(p)
+        phases[p] = {"host_ms": round(e.cpu_time_total / 1e3 / steps, 3) if e else 0.0,
+                     "device_ms": round(getattr(e, dev_attr, 0.0) / 1e3 / steps, 3) if e and device.type == "cuda" else None}
+    ops = sorted((e for k, e in ev.items() if k.startswith("aten::") or k.startswith("cuda")),
+                 key=lambda e: e.self_cpu_time_total, reverse=True)
+    self_cpu = sum(e.self_cpu_time_total for k, e in ev.items() if k not in PHASES) / 1e3 / steps
+    return {
+        "cell": name, "batch": loader.batch_size, "steps": steps,
+        "step_ms_median": round(1e3 * statistics.median(walls), 3), "step_ms_min": round(1e3 * min(walls), 3),
+        "img_per_s": round(loader.batch_size / statistics.median(walls), 1),
+        "profiled_step_ms": round(1e3 * profiled, 3), "phases": phases,
+        "host_syncs_per_step": sum(ev[k].count for k in SYNC_OPS if k in ev) / steps,
+        "ops_self_cpu_ms": round(self_cpu, 3),
+        "outside_ops_ms": round(1e3 * profiled - self_cpu, 3),
+        "top_ops": [{"op": e.key, "self_cpu_ms": round(e.self_cpu_time_total / 1e3 / steps, 3),
+                     "calls": e.count // steps} for e in ops[:12]],
+    }
+
+
+def markdown(res: Dict[str, Any]) -> str:
+    m = res["machine"]
+    dev = m.get("cuda_device") or f"{m['cpu_model']} ({m['cpu_capability']}), {res['threads']} threads"
+    lines = [f"# Profile of one study step — {dev}, torch {m['torch_build']}, {res['date']}", "",
+             f"`python -m odevit.repro.profile` ({res['command']}). Step = `train.fit`'s loop body on the study's "
+             f"params (batch {res['cells'][0]['batch']}); times per step; load per core while it ran: "
+             f"{res['load_per_core']:.2f}.", ""]
+    head = "| phase | " + " | ".join(c["cell"] for c in res["cells"]) + " |"
+    lines += [head, "|---|" + "---:|" * len(res["cells"])]
+    cuda = res["device"] == "cuda"
+    for p in PHASES:
+        cells = []
+        for c in res["cells"]:
+            ph = c["phases"][p]
+            cells.append(f"{ph['host_ms']:.1f}" + (f" / {ph['device_ms']:.1f}" if cuda else ""))
+        lines.append(f"| {p} (ms{', host / device' if cuda else ''}) | " + " | ".join(cells) + " |")
+    for key, label in (("profiled_step_ms", "step under the profiler (ms)"), ("step_ms_median", "step without the profiler, median (ms)"),
+                       ("img_per_s", "training images/s (without the profiler)"),
+                       ("ops_self_cpu_ms", "ops' self CPU time (ms)"), ("outside_ops_ms", "outside ops: Python, dispatch, profiler (ms)"),
+                       ("host_syncs_per_step", "host syncs per step (item / _local_scalar_dense)")):
+        lines.append(f"| {label} | " + " | ".join(f"{c[key]:g}" for c in res["cells"]) + " |")
+    for c in res["cells"]:
+        lines += ["", f"Top ops of `{c['cell']}` by self CPU time (ms per step, calls per step):", "",
+                  "| op | self CPU ms | calls |", "|---|---:|---:|"]
+        lines += [f"| `{o['op']}` | {o['self_cpu_ms']:.2f} | {o['calls']} |" for o in c["top_ops"]]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
+    ap = argparse.ArgumentParser(description="Profile one study step (results/bench/profile_<device>.{json,md})")
+    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--cells", nargs="+", default=["ref", "jasmin_off", "free"])
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--out", default="results/bench")
+    args = ap.parse_args(argv)
+    cfg = config.check_stage("cell", args.params)
+    unknown = [c for c in args.cells if c not in cfg["study"].cells]
+    if unknown or args.steps < 1:
+        raise SystemExit(f"error: --cells {unknown} not in study.cells {sorted(cfg['study'].cells)}" if unknown
+                         else f"error: --steps {args.steps} must be >= 1")
+    cfg["base"] = dataclasses.replace(cfg["base"], seed=cfg["study"].seeds[0])
+    device = pipeline.setup(cfg["base"])
+    load0 = os.getloadavg()[0]
+    cells = [profile_cell(cfg, c, args.steps, device) for c in args.cells]
+    res = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device": device.type,
+           "threads": torch.get_num_threads(), "machine": machine_info(),
+           "load_per_core": (load0 + os.getloadavg()[0]) / 2 / (os.cpu_count() or 1),
+           "command": " ".join(["python -m odevit.repro.profile"] + (argv if argv is not None else [])).strip(),
+           "cells": cells}
+    os.makedirs(args.out, exist_ok=True)
+    write_json(res, os.path.join(args.out, f"profile_{device.type}.json"))
+    write_text(markdown(res), os.path.join(args.out, f"profile_{device.type}.md"))
+    print(markdown(res))
+    return res
+
+
+if __name__ == "__main__":
+    main()
