@@ -302,3 +302,16 @@ def test_stopping_audit_reports_the_learning_rate_and_loss_rises_of_each_stop(tm
     assert (s.stopped_at_high_lr, s.loss_rose) == (0, 0)
     with pytest.raises(FileNotFoundError, match="absent"):
         evidence.stopping_audit(["absent"], out=str(tmp_path))
+
+
+@pytest.mark.parametrize("name", ["converged_fmnist", "budget_fmnist_1k"])
+def test_a_snapshots_claims_table_is_what_the_report_code_computes_from_its_runs(name, tmp_path):
+    """`evidence claims NAME` recomputes a snapshot's claims.csv (and figure) from its committed runs; on the committed
+    snapshots it changes no column, so their budget column states the epochs that ran (not the cap)."""
+    import shutil
+
+    root = Path(__file__).resolve().parents[1] / evidence.EVIDENCE / name
+    shutil.copytree(root, tmp_path / name, ignore=shutil.ignore_patterns("*.png", "history.csv", "*_per_*.csv"))
+    assert evidence.recompute_claims(name, out=str(tmp_path)) == []
+    budget = pd.read_csv(tmp_path / name / "results/07_report/claims.csv").set_index("claim").budget["ts_minus_free"]
+    assert "(cap " in budget and "stopped on validation" in budget

@@ -356,18 +356,26 @@ def test_run_time_shows_each_phase_before_and_now(tmp_path):
 
 
 def test_budget_title_says_what_ran_when_early_stopping_cut_the_cap(tmp_path):
-    """The figures' budget line: the epochs that ran (early stopping) rather than the cap, else the fixed budget."""
+    """The figures' budget line and the claims' budget column: the epochs that ran (early stopping) in every cell
+    rather than the cap, else the fixed budget (the converged study's figure read 9–16 epochs, the reference's
+    alone, while its free cell ran 18; its claims.csv read the cap, 20)."""
     import json
 
-    def write(epochs_run):
-        for s, e in enumerate(epochs_run):
-            d = tmp_path / f"results/cells/ref/s{s}"
-            d.mkdir(parents=True, exist_ok=True)
-            (d / "metrics.json").write_text(json.dumps({"cell": "ref", "seed": s, "acc1": 0.8, "train_images": 55000,
-                                                        "epochs": 20, "epochs_run": e}))
+    from odevit.repro.study import collect
 
-    write([16, 9, 15])
+    def write(cell, epochs_run):
+        for s, e in enumerate(epochs_run):
+            d = tmp_path / f"results/cells/{cell}/s{s}"
+            d.mkdir(parents=True, exist_ok=True)
+            (d / "metrics.json").write_text(json.dumps({"cell": cell, "seed": s, "acc1": 0.8, "train_images": 55000,
+                                                        "epochs": 20, "epochs_run": e, "converged": True}))
+
+    write("ref", [16, 9, 15]), write("free", [18, 15, 18])
     assert report.budget_title(str(tmp_path / "results")) == (
-        "3 seeds (paired), 55000 train images × 9–16 epochs (cap 20, stopped on validation) per cell")
-    write([20, 20, 20])
+        "3 seeds (paired), 55000 train images × 9–18 epochs (cap 20, stopped on validation) per cell")
+    assert report.budget(collect(str(tmp_path / "results")), ["ref", "free"]) == (
+        "ref: 55000 images x 9–16 epochs (cap 20, stopped on validation), 3/3 converged; "
+        "free: 55000 images x 15–18 epochs (cap 20, stopped on validation), 3/3 converged")
+    write("ref", [20, 20, 20]), write("free", [20, 20, 20])
     assert report.budget_title(str(tmp_path / "results")) == "3 seeds (paired), 55000 train images × 20 epochs per cell"
+    assert report.budget(collect(str(tmp_path / "results")), ["ref"]) == "ref: 55000 images x 20 epochs, 3/3 converged"
