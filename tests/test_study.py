@@ -353,6 +353,13 @@ def test_run_time_shows_each_phase_before_and_now(tmp_path):
     assert "median 7 s outside its training loop" in two
     assert "(non-training share ≤ 25 %: not met; ≤ 10 s per cell outside training: met)" in two  # 38 %, 7 s
     assert "≤ 10 s per cell outside training: not met" in one  # 14 s
+    assert "Not a breakdown" not in one + two
+    # stage timings that add up to more than the wall-clock (stages committed from an earlier run): flagged
+    run_record(40.0, 50.0, {("ref", 0): (25.0, 20.0, 2.0), ("ref", 1): (27.0, 20.0, 3.0), ("free", 0): (30.0, 20.0, 3.0)})
+    three = readme.run_time(str(tmp_path))
+    assert "| DVC and the rest (process starts, hashing, publish) | 36 | 36 % | -24 | -60 % |" in three
+    assert ("**Not a breakdown of this wall-clock:** the stages' own timings add up to 64 s, more than the 40 s of "
+            "this `dvc repro`") in three
 
 
 def test_budget_title_says_what_ran_when_early_stopping_cut_the_cap(tmp_path):
