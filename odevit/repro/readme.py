@@ -454,19 +454,26 @@ def budget_curve(root: str = ".") -> str:
     absent = [f"`{n}`" + (" (snapshotted, no pair finished yet)" if os.path.isfile(os.path.join(root, EVIDENCE, n, "study.json"))
                           else "") for n in BUDGETS + STRONG_TEACHER if n not in shown]
     todo = f"\n\nNot in the table yet: {', '.join(absent)} (`presets/<name>.yaml`)." if absent else ""
-    return ("\n".join(rows) + notes + todo + "\n\n" + stopping_rules(t, root) + "\n\n" + budget_reading(t)
+    rules = stopping_rules(t, root)
+    return ("\n".join(rows) + notes + todo + "\n\n" + (rules + "\n\n" if rules else "") + budget_reading(t)
             + f"\n\n![budget curve]({EVIDENCE}/budget_curve.png)" + teacher_strength(root))
 
 
 def stopping_rules(t: pd.DataFrame, root: str = ".") -> str:
     """The stopping rule of each budget-curve point, read from its snapshots' params.yaml (distill.epochs: the cap;
-    distill.patience; distill.min_delta_pts), one entry per training-set size (per study where they differ)."""
+    distill.patience; distill.min_delta_pts), one entry per training-set size (per study where they differ); '' when
+    no snapshot's params.yaml is there."""
     by_size: Dict[int, Dict[tuple, List[str]]] = {}
     for study, n in t.groupby("study", sort=False).train_images.first().items():
-        with open(os.path.join(root, EVIDENCE, study, "params.yaml")) as f:
+        path = os.path.join(root, EVIDENCE, study, "params.yaml")
+        if not os.path.isfile(path):
+            continue
+        with open(path) as f:
             d = yaml.safe_load(f)["distill"]
         by_size.setdefault(int(n), {}).setdefault((d["epochs"], d["patience"], d["min_delta_pts"]), []).append(study)
     deltas = {r[2] for rules in by_size.values() for r in rules}
+    if not deltas:
+        return ""
     parts = []
     for n, rules in sorted(by_size.items()):
         for (cap, patience, delta), studies in rules.items():
