@@ -350,3 +350,30 @@ def test_stopping_audit_reports_the_learning_rate_and_loss_rises_of_each_stop(tm
     assert (s.stopped_at_high_lr, s.loss_rose) == (0, 0)
     with pytest.raises(FileNotFoundError, match="absent"):
         evidence.stopping_audit(["absent"], out=str(tmp_path))
+
+
+@pytest.mark.parametrize("name", ["converged_fmnist", "budget_fmnist_1k"])
+def test_a_snapshots_claims_table_is_what_the_report_code_computes_from_its_runs(name, tmp_path):
+    """`evidence claims NAME` recomputes a snapshot's claims.csv (and figure) from its committed runs; on the committed
+    snapshots it changes no column, so their budget column states the epochs that ran (not the cap)."""
+    import shutil
+
+    root = Path(__file__).resolve().parents[1] / evidence.EVIDENCE / name
+    shutil.copytree(root, tmp_path / name, ignore=shutil.ignore_patterns("*.png", "history.csv", "*_per_*.csv"))
+    assert evidence.recompute_claims(name, out=str(tmp_path)) == []
+    budget = pd.read_csv(tmp_path / name / "results/07_report/claims.csv").set_index("claim").budget["ts_minus_free"]
+    assert "(cap " in budget and "stopped on validation" in budget
+
+
+def test_budget_curve_states_each_points_stopping_rule_from_its_params(tmp_path):
+    """The README's budget curve names each point's cap and patience from its snapshot's params.yaml (the prose had
+    said 'patience 15, at most 150, at 1k–10k' where 3k and 10k ran 6 / 60 and 4 / 30)."""
+    for name, cap, patience in [("a_1k", 150, 15), ("a_10k", 30, 4), ("b_10k", 40, 4)]:
+        (tmp_path / evidence.EVIDENCE / name).mkdir(parents=True)
+        (tmp_path / evidence.EVIDENCE / name / "params.yaml").write_text(
+            yaml.safe_dump({"distill": {"epochs": cap, "patience": patience, "min_delta_pts": 0.2}}))
+    t = pd.DataFrame({"study": ["a_1k", "a_10k", "b_10k", "a_1k"], "train_images": [1000, 10000, 10000, 1000]})
+    assert readme.stopping_rules(t, str(tmp_path)) == (
+        "Each point's stopping rule (its snapshot's `params.yaml`; patience: epochs without a validation Acc@1 gain of "
+        "0.2 pt): 1,000: at most 150 epochs, patience 15; 10,000 (a_10k): at most 30 epochs, patience 4; "
+        "10,000 (b_10k): at most 40 epochs, patience 4.")

@@ -414,21 +414,36 @@ def test_run_time_shows_each_phase_before_and_now(tmp_path):
     assert "median 7 s outside its training loop" in two
     assert "(non-training share ≤ 25 %: not met; ≤ 10 s per cell outside training: met)" in two  # 38 %, 7 s
     assert "≤ 10 s per cell outside training: not met" in one  # 14 s
+    assert "Not a breakdown" not in one + two
+    # stage timings that add up to more than the wall-clock (stages committed from an earlier run): flagged
+    run_record(40.0, 50.0, {("ref", 0): (25.0, 20.0, 2.0), ("ref", 1): (27.0, 20.0, 3.0), ("free", 0): (30.0, 20.0, 3.0)})
+    three = readme.run_time(str(tmp_path))
+    assert "| DVC and the rest (process starts, hashing, publish) | 36 | 36 % | -24 | -60 % |" in three
+    assert ("**Not a breakdown of this wall-clock:** the stages' own timings add up to 64 s, more than the 40 s of "
+            "this `dvc repro`") in three
 
 
 def test_budget_title_says_what_ran_when_early_stopping_cut_the_cap(tmp_path):
-    """The figures' budget line: the epochs that ran (early stopping) rather than the cap, else the fixed budget."""
+    """The figures' budget line and the claims' budget column: the epochs that ran (early stopping) in every cell
+    rather than the cap, else the fixed budget (the converged study's figure read 9–16 epochs, the reference's
+    alone, while its free cell ran 18; its claims.csv read the cap, 20)."""
     import json
 
-    def write(epochs_run):
-        for s, e in enumerate(epochs_run):
-            d = tmp_path / f"results/cells/ref/s{s}"
-            d.mkdir(parents=True, exist_ok=True)
-            (d / "metrics.json").write_text(json.dumps({"cell": "ref", "seed": s, "acc1": 0.8, "train_images": 55000,
-                                                        "epochs": 20, "epochs_run": e}))
+    from odevit.repro.study import collect
 
-    write([16, 9, 15])
+    def write(cell, epochs_run):
+        for s, e in enumerate(epochs_run):
+            d = tmp_path / f"results/cells/{cell}/s{s}"
+            d.mkdir(parents=True, exist_ok=True)
+            (d / "metrics.json").write_text(json.dumps({"cell": cell, "seed": s, "acc1": 0.8, "train_images": 55000,
+                                                        "epochs": 20, "epochs_run": e, "converged": True}))
+
+    write("ref", [16, 9, 15]), write("free", [18, 15, 18])
     assert report.budget_title(str(tmp_path / "results")) == (
-        "3 seeds (paired), 55000 train images × 9–16 epochs (cap 20, stopped on validation) per cell")
-    write([20, 20, 20])
+        "3 seeds (paired), 55000 train images × 9–18 epochs (cap 20, stopped on validation) per cell")
+    assert report.budget(collect(str(tmp_path / "results")), ["ref", "free"]) == (
+        "ref: 55000 images x 9–16 epochs (cap 20, stopped on validation), 3/3 converged; "
+        "free: 55000 images x 15–18 epochs (cap 20, stopped on validation), 3/3 converged")
+    write("ref", [20, 20, 20]), write("free", [20, 20, 20])
     assert report.budget_title(str(tmp_path / "results")) == "3 seeds (paired), 55000 train images × 20 epochs per cell"
+    assert report.budget(collect(str(tmp_path / "results")), ["ref"]) == "ref: 55000 images x 20 epochs, 3/3 converged"

@@ -5,6 +5,7 @@
     python -m odevit.repro.evidence note converged_fmnist "..."  # a remark added after the clone moved on
     python -m odevit.repro.evidence budget     # the budget curve (student - free vs training images, per teacher)
     python -m odevit.repro.evidence audit      # where each 55k run stopped: learning rate, training-loss rises
+    python -m odevit.repro.evidence claims converged_fmnist   # its claims.csv / claims.png with today's report code
 
 `snapshot` copies from the clone, into docs/evidence/NAME/, the same layout the pipeline writes (so that the report
 and README functions that take a `root` read it unchanged):
@@ -160,6 +161,36 @@ def add_note(name: str, note: str, out: str = EVIDENCE) -> List[str]:
     meta["notes"] = meta.get("notes", []) + ([note] if note not in meta.get("notes", []) else [])
     pipeline.write_json(meta, path)
     return meta["notes"]
+
+
+def recompute_claims(name: str, out: str = EVIDENCE) -> List[str]:
+    """A snapshot's claims table and figure (results/07_report/claims.csv and claims.png) recomputed from its
+    committed runs with this checkout's report code, as the 07_report stage writes them (`report.claims` with the
+    snapshot's reference and margin; `report.claims_figure` titled by `report.budget_title`): for a change of the
+    report code that the snapshot's clone can no longer rerun. Returns the claims.csv columns that changed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    dest = os.path.join(out, name)
+    path = os.path.join(dest, "results/07_report/claims.csv")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: the snapshot has no claims table (snapshot it with --stages)")
+    study = _params_of(dest)["study"]
+    before = pd.read_csv(path)
+    cwd = os.getcwd()
+    os.chdir(dest)  # the table names its files relative to the results root, as in the clone
+    try:
+        c = report.claims(reference=study["reference"], margin_pts=study["equivalence_margin_pts"])
+        pipeline.write_csv(c, "results/07_report/claims.csv")
+        fig = report.claims_figure(c, report.budget_title(reference=study["reference"]))
+        pipeline.save_figure(fig, "results/07_report/claims.png")
+        plt.close(fig)
+    finally:
+        os.chdir(cwd)
+    after = pd.read_csv(path)
+    return [col for col in after.columns if col not in before or not after[col].equals(before[col])]
 
 
 def curves_figure(root: str) -> str:
@@ -610,6 +641,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                                      f"epochs whose training loss rose): {EVIDENCE}/stopping_audit.csv")
     a.add_argument("names", nargs="*", default=list(AUDITED), help="snapshots (default: the 55k ones); other names "
                    "print their table and leave stopping_audit.csv as it is")
+    c = sub.add_parser("claims", help="recompute a snapshot's results/07_report/claims.csv and claims.png from its "
+                                      "committed runs with this checkout's report code")
+    c.add_argument("names", nargs="+")
     r = sub.add_parser("replicate", help="compare a snapshot of the same runs on another floating-point path with "
                                          "this repository's results: docs/evidence/NAME/replicate_{runs,cells,claims}.csv")
     r.add_argument("name")
@@ -638,6 +672,10 @@ def main(argv: Optional[List[str]] = None) -> int:
             if tuple(args.names) == AUDITED:  # the committed table covers the default names only
                 t.to_csv(os.path.join(EVIDENCE, "stopping_audit.csv"), index=False, float_format="%.4g")
             print(t.to_markdown(index=False, floatfmt=".3g") + "\n\n" + audit_summary(t).to_markdown(index=False))
+        elif args.cmd == "claims":
+            for name in args.names:
+                print(f"{EVIDENCE}/{name}/results/07_report: claims.csv columns changed: "
+                      f"{', '.join(recompute_claims(name)) or 'none'}; claims.png redrawn")
         elif args.cmd == "replicate":
             dest = os.path.join(EVIDENCE, args.name)
             for key, t in replicate_compare(args.primary, os.path.join(dest, "results")).items():

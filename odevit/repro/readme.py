@@ -348,6 +348,7 @@ def gpu_estimate(root: str = ".") -> str:
 def _verdicts(cells: pd.DataFrame) -> str:
     """Every cell against the reference (report.comparisons) as a table, and one sentence: the headline claim and
     which cells are resolved better / worse than the reference, and which are not resolved."""
+    from .paper import claim
     from .report import comparisons
 
     table = comparisons(cells, "ref")
@@ -359,8 +360,9 @@ def _verdicts(cells: pd.DataFrame) -> str:
             f"There, teacher–student (that study's ref was trained with CE: today's `ce` cell) − free = "
             f"{free.diff_mean:+.1f} pt [{free.ci_low:+.1f}, {free.ci_high:+.1f}] "
             f"({'resolved' if free.resolved else 'not resolved'}; compare `ts_ce_minus_free`, whose paper value is "
-            "+14.2 pt on CIFAR-100, docs/paper.md). Without a multiplicity correction (these tables predate the "
-            "verdicts and Holm), resolved and **better** than the reference at this budget: "
+            f"{claim('ts_ce_minus_free').value:+.1f} pt on CIFAR-100, docs/paper.md). Without a multiplicity "
+            "correction (these tables predate the verdicts and Holm), resolved and **better** than the reference at "
+            "this budget: "
             + (", ".join(f"{r.cell} ({-r.diff_mean:+.1f} pt)" for r in better.itertuples()) or "none")
             + "; resolved and worse: " + (", ".join(f"{r.cell} ({-r.diff_mean:+.1f} pt)" for r in worse.itertuples()) or "none")
             + "; not resolved at this budget: " + (", ".join(unresolved.cell) or "none") + ".")
@@ -494,8 +496,34 @@ def budget_curve(root: str = ".") -> str:
     absent = [f"`{n}`" + (" (snapshotted, no pair finished yet)" if os.path.isfile(os.path.join(root, EVIDENCE, n, "study.json"))
                           else "") for n in BUDGETS + STRONG_TEACHER if n not in shown]
     todo = f"\n\nNot in the table yet: {', '.join(absent)} (`presets/<name>.yaml`)." if absent else ""
-    return ("\n".join(rows) + notes + todo + "\n\n" + budget_reading(t)
+    rules = stopping_rules(t, root)
+    return ("\n".join(rows) + notes + todo + "\n\n" + (rules + "\n\n" if rules else "") + budget_reading(t)
             + f"\n\n![budget curve]({EVIDENCE}/budget_curve.png)" + teacher_strength(root))
+
+
+def stopping_rules(t: pd.DataFrame, root: str = ".") -> str:
+    """The stopping rule of each budget-curve point, read from its snapshots' params.yaml (distill.epochs: the cap;
+    distill.patience; distill.min_delta_pts), one entry per training-set size (per study where they differ); '' when
+    no snapshot's params.yaml is there."""
+    by_size: Dict[int, Dict[tuple, List[str]]] = {}
+    for study, n in t.groupby("study", sort=False).train_images.first().items():
+        path = os.path.join(root, EVIDENCE, study, "params.yaml")
+        if not os.path.isfile(path):
+            continue
+        with open(path) as f:
+            d = yaml.safe_load(f)["distill"]
+        by_size.setdefault(int(n), {}).setdefault((d["epochs"], d["patience"], d["min_delta_pts"]), []).append(study)
+    deltas = {r[2] for rules in by_size.values() for r in rules}
+    if not deltas:
+        return ""
+    parts = []
+    for n, rules in sorted(by_size.items()):
+        for (cap, patience, delta), studies in rules.items():
+            who = "" if len(rules) == 1 else f" ({', '.join(studies)})"
+            gain = "" if len(deltas) == 1 else f" (gain ≥ {delta:g} pt)"
+            parts.append(f"{n:,}{who}: at most {cap} epochs, patience {patience}{gain}")
+    return ("Each point's stopping rule (its snapshot's `params.yaml`; patience: epochs without a validation Acc@1 "
+            + (f"gain of {deltas.pop():g} pt" if len(deltas) == 1 else "gain") + "): " + "; ".join(parts) + ".")
 
 
 def teacher_strength(root: str = ".") -> str:
@@ -676,10 +704,17 @@ def run_time(root: str = ".") -> str:
                  "| this run | " + " | ".join(f"{med[k]:.1f}" for k in keys) + " |"]
     out_cell = med.get("outside_train", float("nan"))
     met = lambda ok: "met" if ok else "not met"  # noqa: E731
+    # wall - the stages' sum < 0: some stage times were written by processes outside this dvc repro
+    outside = ("" if run.get("dvc_other_s", 0.0) >= 0 else
+               f" **Not a breakdown of this wall-clock:** the stages' own timings add up to {wall - run['dvc_other_s']:.0f} s, "
+               f"more than the {wall:.0f} s of this `dvc repro` (so \"DVC and the rest\", wall − stages, is negative): "
+               "some were written by processes outside it (stages committed from an earlier run, a resumed run's "
+               "earlier processes), and the shares below are of the wall-clock, not of the run that made them.")
     return (head + f" Training loops are **{100 * train / wall:.0f} %** of it; a study cell spends a median "
             f"{out_cell:.0f} s outside its training loop ({run['cells']} cells). The performance targets (non-training "
-            f"share ≤ 25 %: {met(1 - train / wall <= 0.25)}; ≤ 10 s per cell outside training: {met(out_cell <= 10)}). Phases "
-            "as the stages timed them (`timing.json`, `results/notebook_times.json`):\n\n" + "\n".join(rows))
+            f"share ≤ 25 %: {met(1 - train / wall <= 0.25)}; ≤ 10 s per cell outside training: {met(out_cell <= 10)})."
+            + outside + " Phases as the stages timed them (`timing.json`, `results/notebook_times.json`):\n\n"
+            + "\n".join(rows))
 
 
 def _bib_key(ref: Dict) -> str:

@@ -106,8 +106,19 @@ def _unique(g: pd.DataFrame, col: str) -> str:
     return "/".join(f"{v:g}" if isinstance(v, float) else str(v) for v in sorted(g[col].dropna().unique()))
 
 
+def epochs_ran(g: pd.DataFrame) -> str:
+    """ "20 epochs", or where early stopping cut the cap (metrics.json `epochs_run` < `epochs`) the epochs that ran:
+    "9–18 epochs (cap 20, stopped on validation)" — the cap is not what ran."""
+    cap = _unique(g, "epochs")
+    if "epochs_run" in g and g.epochs_run.notna().any() and (g.epochs_run < g.epochs).any():
+        lo, hi = int(g.epochs_run.min()), int(g.epochs_run.max())
+        return f"{lo}{f'–{hi}' if hi > lo else ''} epochs (cap {cap}, stopped on validation)"
+    return f"{cap} epochs"
+
+
 def budget(cells: pd.DataFrame, names: List[str]) -> str:
-    """Train images x epochs of each named cell and how many of its seeds converged (metrics.json `converged`)."""
+    """Train images x epochs run of each named cell (`epochs_ran`) and how many of its seeds converged (metrics.json
+    `converged`)."""
     parts = []
     for n in names:
         g = cells[cells.cell == n]
@@ -116,7 +127,7 @@ def budget(cells: pd.DataFrame, names: List[str]) -> str:
             continue
         conv = (f"{int(g.converged.fillna(False).astype(bool).sum())}/{len(g)} converged"
                 if "converged" in g and g.converged.notna().any() else "convergence unknown")
-        parts.append(f"{n}: {_unique(g, 'train_images')} images x {_unique(g, 'epochs')} epochs, {conv}")
+        parts.append(f"{n}: {_unique(g, 'train_images')} images x {epochs_ran(g)}, {conv}")
     return "; ".join(parts)
 
 
@@ -491,18 +502,15 @@ def robustness_figure(rob: pd.DataFrame, trained_n: int, test_limit: int = 0, da
 
 
 def budget_title(results: str = "results", reference: str = "ref") -> str:
-    """ "n seeds; T train images x E epochs per cell; test images" line for the figures' titles."""
+    """ "n seeds (paired), T train images × E epochs per cell" line for the figures' titles: the reference's seeds and
+    images, and the epochs that ran in every cell of the figure (`epochs_ran`: not the cap where early stopping cut
+    it)."""
     from .study import collect
 
-    ref = collect(results)
-    ref = ref[ref.cell == reference]
-    epochs = _unique(ref, "epochs")
-    if "epochs_run" in ref and (ref.epochs_run < ref.epochs).any():  # early stopping: the cap is not what ran
-        epochs = (f"{int(ref.epochs_run.min())}–{int(ref.epochs_run.max())} epochs (cap {epochs}, stopped on "
-                  "validation)")
-    else:
-        epochs += " epochs"
-    return f"{ref.seed.nunique()} seeds (paired), {_unique(ref, 'train_images')} train images × {epochs} per cell"
+    cells = collect(results)
+    ref = cells[cells.cell == reference]
+    return (f"{ref.seed.nunique()} seeds (paired), {_unique(ref, 'train_images')} train images × {epochs_ran(cells)} "
+            "per cell")
 
 
 def claims_figure(claims_: pd.DataFrame, title: str = ""):
