@@ -15,34 +15,47 @@ def test_readme_result_sections_match_the_results_files():
 
 def test_every_section_is_on_exactly_one_page():
     where = readme.placement(str(ROOT))
-    assert set(where) == set(readme.SECTIONS) and where["claims-summary"] == "README.md"
+    assert set(where) == set(readme.SECTIONS)
+    assert where["key-findings"] == where["plan-verdicts"] == where["weights-summary"] == "README.md"
+    assert where["claims-summary"] == "docs/results.md"  # the quick run
+    assert where["converged-study"] == where["budget-curve"] == where["float-noise"] == "docs/exploratory.md"
 
 
 def test_the_first_screen_is_the_answer():
-    """The README opens with what this is and the claims with their verdicts, before any mechanics: first the plan's
-    (fresh seeds, analysis fixed before the runs), then the exploratory converged study's, then the quick run's."""
+    """The README opens with what this is and the findings in words, then the plan's verdicts (fresh seeds, analysis
+    fixed before the runs) with their figure, the published weights and the two commands; the quick run and the
+    exploratory studies are pages it links, their links rewritten for the page they are on."""
     text = (ROOT / "README.md").read_text()
-    plan = text.index("## The plan's verdicts")
-    conv, quick = text.index("## Exploratory: the converged study"), text.index("## The quick run")
-    assert plan < 2000 and plan < text.index("<!-- plan-verdicts -->") < conv
-    assert conv < text.index("<!-- converged-study -->") < quick < text.index("## Two commands") < text.index("## Read on")
-    assert text.index("| `ts_minus_free` |") < text.index("<!-- converged-study -->") + 2500
-    end = text.index("<!-- /claims-summary -->")
-    assert end < text.index("](results/07_report/claims.png)") < end + 200  # the quick run's claims figure under its table
-    assert text.index("<!-- converged-study -->") < text.index("](docs/evidence/converged_fmnist/results/07_report/"
-                                                               "claims.png)") < quick  # the converged study's in its
-    for page in ("usage", "results", "pipeline", "paper", "published_code", "performance", "reproducibility"):
+    order = ["## What we found", "<!-- key-findings -->", "## The plan's verdicts", "<!-- plan-verdicts -->",
+             "](results/evidence/verdicts.png)", "## Trained weights", "<!-- weights-summary -->", "## Two commands",
+             "## Earlier studies and the quick run", "## Read on"]
+    at = [text.index(o) for o in order]
+    assert at == sorted(at) and at[0] < 2000
+    for page in ("usage", "results", "exploratory", "pipeline", "paper", "published_code", "performance",
+                 "reproducibility", "plan"):
         assert f"(docs/{page}.md)" in text and (ROOT / f"docs/{page}.md").is_file()
+    res = (ROOT / "docs/results.md").read_text()
+    end = res.index("<!-- /claims-summary -->")
+    assert end < res.index("](../results/07_report/claims.png)") < end + 200  # the quick run's figure under its table
+    exp = (ROOT / "docs/exploratory.md").read_text()
+    assert exp.index("<!-- converged-study -->") < exp.index("](evidence/converged_fmnist/results/07_report/claims.png)")
+    assert "](docs/" not in res + exp and "](results/" not in res + exp  # links from docs/, not from the root
+
+
+def test_section_links_are_rewritten_for_the_page():
+    body = "[a](docs/evidence/x.png) [b](results/y.csv) [c](https://h/z) [d](#t) [e](../up)"
+    assert readme.relative_links(body, "README.md") == body
+    assert readme.relative_links(body, "docs/results.md") == "[a](evidence/x.png) [b](../results/y.csv) [c](https://h/z) [d](#t) [e](../up)"
 
 
 def test_a_changed_number_is_caught(tmp_path):
     text = (ROOT / "README.md").read_text()
-    claims = text.split("<!-- claims-summary -->")[1].split("<!-- /claims-summary -->")[0]
-    row = next(line for line in claims.splitlines() if line.startswith("| `retention`"))
-    cells = row.split(" | ")
-    cells[3] = "0.999 [0.998, 0.9999] ratio"  # a hand edit of our retention
-    (tmp_path / "README.md").write_text(text.replace(row, " | ".join(cells)))
-    assert readme.stale(str(tmp_path / "README.md"), str(ROOT)) == ["claims-summary"]
+    found = text.split("<!-- key-findings -->")[1].split("<!-- /key-findings -->")[0]
+    line = found.splitlines()[1]
+    edited = line.replace(" pt [", "1 pt [", 1)  # a hand edit of one number
+    assert edited != line
+    (tmp_path / "README.md").write_text(text.replace(line, edited))
+    assert readme.stale(str(tmp_path / "README.md"), str(ROOT)) == ["key-findings"]
 
 
 def test_claims_section_shows_verdicts_and_follows_them(tmp_path):

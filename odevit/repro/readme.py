@@ -856,16 +856,31 @@ def _pattern(name: str) -> "re.Pattern[str]":
     return re.compile(rf"(<!-- {name} -->\n)(.*?)(<!-- /{name} -->)", re.S)
 
 
-PAGES = ("README.md", "docs/usage.md", "docs/results.md", "docs/pipeline.md", "docs/performance.md")  # generated parts
+PAGES = ("README.md", "docs/usage.md", "docs/results.md", "docs/pipeline.md", "docs/performance.md",
+         "docs/exploratory.md")  # generated parts
 
 
-def render(text: str, root: str = ".", names: List[str] | None = None) -> str:
-    """`text` with each section of `names` (default: every section; each must be present) regenerated."""
+_LINK = re.compile(r"\]\((?!https?:|#|\.\./|/)([^)\s]+)\)")
+
+
+def relative_links(body: str, page: str) -> str:
+    """A section's links (written from the repository root) as seen from `page`: docs/X -> X, Y -> ../Y under docs/."""
+    depth = page.count("/")
+    if not depth:
+        return body
+    home = os.path.dirname(page) + "/"
+    return _LINK.sub(lambda m: "](" + (m.group(1)[len(home):] if m.group(1).startswith(home)
+                                       else "../" * depth + m.group(1)) + ")", body)
+
+
+def render(text: str, root: str = ".", names: List[str] | None = None, page: str = "README.md") -> str:
+    """`text` (the page `page`) with each section of `names` (default: every section; each must be present)
+    regenerated, its links made relative to the page."""
     for name in SECTIONS if names is None else names:
         pat = _pattern(name)
         if not pat.search(text):
             raise ValueError(f"no <!-- {name} --> ... <!-- /{name} --> section")
-        body = SECTIONS[name](root)
+        body = relative_links(SECTIONS[name](root), page)
         text = pat.sub(lambda m: m.group(1) + body + "\n" + m.group(3), text)
     return text
 
@@ -895,7 +910,7 @@ def stale(readme: str = "README.md", root: str = ".") -> List[str]:
         path = readme if page == "README.md" else os.path.join(root, page)
         with open(path) as f:
             text = f.read()
-        if _pattern(name).search(text).group(2) != _pattern(name).search(render(text, root, [name])).group(2):
+        if _pattern(name).search(text).group(2) != _pattern(name).search(render(text, root, [name], page)).group(2):
             out.append(name)
     return out
 
@@ -910,7 +925,7 @@ def write_pages(root: str = ".") -> List[str]:
         path = os.path.join(root, page)
         with open(path) as f:
             text = f.read()
-        out = render(text, root, names)
+        out = render(text, root, names, page)
         if out != text:
             with open(path + ".tmp", "w") as f:
                 f.write(out)
