@@ -78,11 +78,12 @@ def _cell(cfg: Dict[str, Any], name: str, device: torch.device):
     return model, obj, tr, params, opt, d.clip
 
 
-def _step(model: ODEViT, obj: Any, batch: Any, params: List[torch.Tensor], opt: Any, clip: float,
+def _step(model: ODEViT, obj: Any, batches: Iterator[Any], params: List[torch.Tensor], opt: Any, clip: float,
           device: torch.device) -> None:
-    """One step of `train.fit`'s loop (same calls in the same order), with phase labels."""
+    """One step of `train.fit`'s loop (same calls in the same order: the loader's next batch first), with phase
+    labels."""
     with record_function("data"):
-        x, y, idx = batch
+        x, y, idx = next(batches)
         x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
     with train.autocast(device):
         loss, parts = obj(model, x, y, 0, idx)
@@ -117,15 +118,14 @@ def _sync(device: torch.device) -> None:
 def profile_cell(cfg: Dict[str, Any], name: str, steps: int, device: torch.device, warmup: int = 3) -> Dict[str, Any]:
     model, obj, loader, params, opt, clip = _cell(cfg, name, device)
     model.train()
-    it = _batches(loader, warmup + 2 * steps)
+    it = _batches(loader, warmup + 2 * steps)  # the loader's own iteration: its batch transform runs in `data`
     for _ in range(warmup):
-        _step(model, obj, next(it), params, opt, clip, device)
+        _step(model, obj, it, params, opt, clip, device)
     walls = []
     for _ in range(steps):  # without the profiler: the step as training runs it
-        batch = next(it)
         _sync(device)
         t = time.perf_counter()
-        _step(model, obj, batch, params, opt, clip, device)
+        _step(model, obj, it, params, opt, clip, device)
         _sync(device)
         walls.append(time.perf_counter() - t)
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
@@ -133,7 +133,7 @@ def profile_cell(cfg: Dict[str, Any], name: str, steps: int, device: torch.devic
         _sync(device)
         t = time.perf_counter()
         for _ in range(steps):
-            _step(model, obj, next(it), params, opt, clip, device)
+            _step(model, obj, it, params, opt, clip, device)
         _sync(device)
         profiled = (time.perf_counter() - t) / steps
     ev = {e.key: e for e in prof.key_averages()}
@@ -163,7 +163,7 @@ def markdown(res: Dict[str, Any]) -> str:
     m = res["machine"]
     dev = m.get("cuda_device") or f"{m['cpu_model']} ({m['cpu_capability']}), {res['threads']} threads"
     lines = [f"# Profile of one study step — {dev}, torch {m['torch_build']}, {res['date']}", "",
-             f"`python -m odevit.repro.profile` ({res['command']}). Step = `train.fit`'s loop body on the study's "
+             f"`{res['command']}`. Step = `train.fit`'s loop body on the study's "
              f"params (batch {res['cells'][0]['batch']}); times per step; load per core while it ran: "
              f"{res['load_per_core']:.2f}.", ""]
     head = "| phase | " + " | ".join(c["cell"] for c in res["cells"]) + " |"
