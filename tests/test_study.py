@@ -318,9 +318,9 @@ def test_robustness_figure_one_panel_per_cell_with_its_band_and_the_trained_n_la
     plt.close(fig)
 
 
-def test_cell_scores_the_test_set_once_and_times_its_phases(tmp_path, monkeypatch):
-    """A free cell end to end (tiny synthetic data, a fresh teacher file): per-epoch evaluation on the validation split
-    only, the test set once at best.pt, the Acc@1-vs-N point at the trained N read off that pass, timing phases."""
+def tiny_study(tmp_path: Path, monkeypatch, cells: dict) -> dict:
+    """A tiny study in tmp_path (the working directory from now on): synthetic data, a fresh 2-block teacher saved as
+    02_teacher's best.pt with its layer distances, the given study cells; returns the checked configs."""
     from odevit.repro import pipeline, train
 
     p = yaml.safe_load((ROOT / "params.yaml").read_text())
@@ -328,14 +328,22 @@ def test_cell_scores_the_test_set_once_and_times_its_phases(tmp_path, monkeypatc
                      device="cpu")
     p["teacher"].update(name=None, patch_size=7, embed_dim=16, depth=2, num_heads=2, mlp_ratio=2.0)
     p["distill"].update(num_steps=4, epochs=2)
-    p["study"].update(train_limit=32, robustness_steps=[1, 8], robustness_test_limit=16,
-                      cells={"ref": {}, "free": {"free": True}})
+    p["study"].update(train_limit=32, robustness_steps=[1, 8], robustness_test_limit=16, cells=cells)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(p))
     monkeypatch.chdir(tmp_path)
     cfg = config.check_stage("cell")
     train.save_atomic({"model": pipeline.build_teacher(cfg["base"], cfg["teacher"]).state_dict()},
                       "checkpoints/02_teacher/best.pt")
     pipeline.write_csv(pd.DataFrame({"layer": [1, 2], "distance": [1.0, 2.0]}), "results/02_teacher/distances.csv")
+    return cfg
+
+
+def test_cell_scores_the_test_set_once_and_times_its_phases(tmp_path, monkeypatch):
+    """A free cell end to end (tiny synthetic data, a fresh teacher file): per-epoch evaluation on the validation split
+    only, the test set once at best.pt, the Acc@1-vs-N point at the trained N read off that pass, timing phases."""
+    from odevit.repro import pipeline, train
+
+    tiny_study(tmp_path, monkeypatch, {"ref": {}, "free": {"free": True}})
     calls, real = [], train.evaluate
 
     def counting(model, loader, device, num_steps=None, **kw):
