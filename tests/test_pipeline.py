@@ -100,6 +100,7 @@ def repro(tmp_path_factory):
     (work / "params.yaml").write_text(yaml.safe_dump(tiny_params()))
     (work / "plan.yaml").write_text(yaml.safe_dump(tiny_plan()))
     for d in ("converged_fmnist/results/cells", "budget_fmnist_3k/results/cells", "budget_fmnist_1k/results/cells",
+              "budget_fmnist_10k/results/cells",
               "replicate_h200"):  # the evidence stage's exploratory and replicate deps (empty here)
         (work / f"docs/evidence/{d}").mkdir(parents=True)
     _snapshot_teacher(work)
