@@ -107,3 +107,13 @@ def test_missing_seeds_say_incomplete_and_family_size_is_fixed(tmp_path):
     assert row.verdict == "incomplete (2 of 3 seeds)"
     assert row.alpha_each == pytest.approx(0.05 / len(plan["studies"]["confirm_3k"]["questions"]))
     assert V.judge(plan, "confirm_1k", str(tmp_path)).verdict.eq(V.NOT_MEASURED).any()
+
+
+def test_plan_verdicts_take_every_figures_colours():
+    from odevit.repro import report, stats
+
+    for plan_v, report_v in ((V.SUPPORTS, stats.SUPPORTS), (V.CONTRADICTS, stats.CONTRADICTS),
+                             (V.INCONCLUSIVE, stats.INCONCLUSIVE), (V.NOT_CONVERGED, stats.NOT_CONVERGED),
+                             (V.NOT_MEASURED, stats.NOT_MEASURED)):
+        assert V.color(plan_v) == report.VERDICT_COLORS[report_v], plan_v
+    assert len({V.color(x) for x in (V.SUPPORTS, V.CONTRADICTS, V.INCONCLUSIVE, V.INCOMPLETE)}) == 4

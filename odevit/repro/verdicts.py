@@ -27,12 +27,17 @@ import pandas as pd
 from scipy import stats as st
 
 from . import pipeline
+from .report import VERDICT_COLORS, verdict_color
 from . import plan as plan_mod
 
 SUPPORTS, CONTRADICTS, INCONCLUSIVE = "supports", "contradicts", "inconclusive"
 NOT_MEASURED, INCOMPLETE, NOT_CONVERGED = "not measured", "incomplete", "not converged"
-COLORS = {SUPPORTS: "#1a9850", CONTRADICTS: "#d73027", INCONCLUSIVE: "#7f7f7f", NOT_CONVERGED: "#969696",
-          INCOMPLETE: "#bdbdbd", NOT_MEASURED: "#d9d9d9"}  # the claims figure's colours (report.VERDICT_COLORS)
+COLORS = {**VERDICT_COLORS, INCOMPLETE: "#bdbdbd"}  # every figure's verdict colours (report.VERDICT_COLORS)
+
+
+def color(verdict: str) -> str:
+    """A plan verdict's colour, as every other figure colours it ('inconclusive' as 'inconclusive at this budget')."""
+    return COLORS.get(str(verdict)) or verdict_color(str(verdict))
 
 
 def val_se_pts(acc: float, n: int) -> float:
@@ -230,14 +235,14 @@ def figure(claims: pd.DataFrame, plan: Dict[str, Any]):
         c = claims[claims.study == name].reset_index(drop=True)
         st = plan["studies"][name]
         for i, r in c.iterrows():
-            key = next((k for k in COLORS if str(r.verdict).startswith(k)), NOT_MEASURED)
+            col = color(r.verdict)
             y = len(c) - 1 - i
             if r.n and not math.isnan(r.ci_low):
-                ax.plot([r.ci_low, r.ci_high], [y, y], color=COLORS[key], lw=3)
+                ax.plot([r.ci_low, r.ci_high], [y, y], color=col, lw=3)
             if r.n:
-                ax.plot(r["mean"], y, "o", color=COLORS[key], ms=6, mec="black" if r.status != "exploratory" else "none")
+                ax.plot(r["mean"], y, "o", color=col, ms=6, mec="black" if r.status != "exploratory" else "none")
             ax.text(1.01, y, str(r.verdict), transform=ax.get_yaxis_transform(), va="center", fontsize=8,
-                    color=COLORS[key] if key not in (INCOMPLETE, NOT_MEASURED) else "black")
+                    color=col if r.verdict not in (INCOMPLETE, NOT_MEASURED) else "black")
             if r.margin and r.test != "superiority":
                 for v in ([-r.margin, r.margin] if r.test == "equivalence" else [-r.margin]):
                     ax.plot([v, v], [y - 0.4, y + 0.4], color="black", lw=1, ls=":")
