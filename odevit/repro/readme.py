@@ -835,8 +835,10 @@ def key_findings(root: str = ".") -> str:
                    f"{teacher:.2f} %, {at_n}; at N/2 (first {sub:,} test images, as every step-count row): {half}."
                    + (" The teacher, trained from scratch on the same images, is weaker than the free ODE, so keeping "
                       "its accuracy is a low bar." if weak else ""))
-    pending = sorted({st for st, q in c.index for st2, q2 in c.index
-                      if q == q2 and st2 != st and c.loc[(st, q)].n == 0 and c.loc[(st2, q2)].verdict == "not converged"})
+    limit = {k: v["budget"]["train_limit"] for k, v in plan["studies"].items()}
+    pending = sorted({st for st, q in c.index for st2, q2 in c.index  # same question, same images, no runs yet
+                      if q == q2 and st2 != st and limit[st] == limit[st2] and c.loc[(st, q)].n == 0
+                      and c.loc[(st2, q2)].verdict == "not converged"})
     if pending:
         out.append("Planned and not run yet, asking the not-converged questions again with a longer schedule: "
                    + ", ".join(f"{p} ({plan['studies'][p]['budget']['epochs']} epochs)" for p in pending) + ".")
