@@ -180,3 +180,18 @@ def test_replication_of_an_equivalence():
     out = stats.estimate([3.0, 3.5, 4.0], "equivalent", margin=1.0)
     se = 0.5 / math.sqrt(3)
     assert stats.replication(out) == pytest.approx(_cdf_df2(((3.5 - 1) / se - T2_975) / math.sqrt(2)))
+
+
+def test_paper_yaml_is_checked_when_read():
+    """The claims are data (odevit/repro/paper.yaml): a value's operation and a claim's direction outside the allowed
+    ones stop with the file's name; a value is computed from the table, so the table's numbers move it."""
+    from odevit.repro import paper
+
+    with pytest.raises(ValueError, match=r"paper\.yaml: value\.op 'typed'"):
+        paper.paper_value({"op": "typed", "terms": [["small", "cifar10", "free", "cifar10"]]})
+    good = {"id": "x", "statement": "s", "source": "{tldr}", "direction": "greater", "statistic": "t", "unit": "pt"}
+    assert paper._claim(good).source == paper.TLDR
+    with pytest.raises(ValueError, match=r"paper\.yaml: claim x: direction 'bigger'"):
+        paper._claim(dict(good, direction="bigger"))
+    value, text = paper.paper_value({"op": "diff_pt", "label": "L", "terms": [["base", "cifar10", "small", "cifar10"]]})
+    assert value == pytest.approx(100 * (0.885 - 0.867)) and text == "L: 0.885 − 0.867 = +1.8 pt"

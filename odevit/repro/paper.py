@@ -2,44 +2,40 @@
 
 The paper's body is not available: what can be verified is its abstract and Fig. 1 caption, the summaries' TL;DR
 (sciencestack.ai), and the authors' repository (README results table, code, the Lyapunov data files it ships).
-No section number is cited. `TABLE` is the authors' README results table; `CLAIMS` the registry of claims the
-report tests (report.claims reads the `paper` column from here); docs/paper.md mirrors both for a human reader.
+No section number is cited. The numbers and claims are data, in odevit/repro/paper.yaml: `TABLE` is the authors'
+README results table; `CLAIMS` the registry of claims the report tests (report.claims reads the `paper` column from
+here), each paper's number computed from the table by one of `OPS`; docs/paper.md mirrors both for a human reader.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pandas as pd
+import yaml
 
-README_TABLE = "authors' README table"
-ABSTRACT = "abstract"
-TLDR = "summary (sciencestack TL;DR)"
-LYAPUNOV_FILES = "authors' Lyapunov data files (lyapunov_results/, per-class lists)"
-CODE = "authors' code"
+PAPER_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "paper.yaml")
+
+
+def _load(path: str = PAPER_FILE) -> Dict[str, Any]:
+    with open(path) as f:
+        return yaml.safe_load(f)
+
+
+_DATA = _load()
+SOURCES: Dict[str, str] = _DATA["sources"]
+README_TABLE, ABSTRACT, TLDR = SOURCES["readme_table"], SOURCES["abstract"], SOURCES["tldr"]
+LYAPUNOV_FILES, CODE = SOURCES["lyapunov_files"], SOURCES["code"]
 
 # the authors' README results table (github.com/Bycarkos/ODE-ViT, README.md at b41824d); accuracies as fractions
-TABLE = pd.DataFrame(
-    [
-        ("Teacher – DINO-base + Training Only Head", "cifar10", 85, "CE", 0.923, 0.993, 0.997),
-        ("Teacher – DINO-base + Training Only Head", "cifar100", 85, "CE", 0.881, 0.968, 0.982),
-        ("Teacher – DINO-base + Training Only Head", "imagenet100", 85, "CE", 0.923, 0.981, 0.990),
-        ("ODE (Zhong et al., 2022)", "cifar100", 0.7, "CE", 0.533, None, None),
-        ("ODE (free, from scratch)", "cifar10", 0.5, "CE", 0.809, 0.980, 0.990),
-        ("ODE (free, from scratch)", "cifar100", 4.2, "CE", 0.579, 0.728, 0.794),
-        ("ODE (free, from scratch)", "imagenet100", 7, "CE", 0.513, 0.701, 0.754),
-        ("ODE Teacher–Student Base", "cifar10", 7, "MSE+JasMin", 0.885, 0.980, 0.992),
-        ("ODE Teacher–Student Base", "cifar100", 7, "MSE+JasMin+CE", 0.721, 0.872, 0.914),
-        ("ODE Teacher–Student Base", "imagenet100", 7, "MSE+JasMin", 0.684, 0.817, 0.865),
-        ("ODE Teacher–Student Small", "cifar10", 3.8, "MSE+JasMin", 0.867, 0.973, 0.991),
-        ("ODE Teacher–Student Small", "cifar100", 3.8, "MSE+JasMin", 0.657, 0.819, 0.914),
-    ],
-    columns=["Model", "Dataset", "Params (M)", "Losses", "Acc@1", "Acc@3", "Acc@5"],
-)
+TABLE = pd.DataFrame(_DATA["table"], columns=["Model", "Dataset", "Params (M)", "Losses", "Acc@1", "Acc@3", "Acc@5"])
 
 # mean CLS exponent of the two CIFAR-100 files the authors ship (with JaSMin: "1-Attention_L1"; without:
 # "NO_JASMIN_add_supervision_at_the_end"; 10,000 test images each; the two runs also differ in CE supervision)
-LYAPUNOV_C100 = {"jasmin": 0.2379, "no_jasmin": 0.4045}
+LYAPUNOV_C100: Dict[str, float] = _DATA["lyapunov_c100"]
+ROWS: Dict[str, str] = _DATA["rows"]
+TEACHER, FREE, SMALL, BASE = ROWS["teacher"], ROWS["free"], ROWS["small"], ROWS["base"]
 
 
 def acc1(model: str, dataset: str) -> float:
@@ -55,8 +51,8 @@ def params_m(model: str, dataset: str = "cifar10") -> float:
     return float(r["Params (M)"].iloc[0])
 
 
-TEACHER, FREE = "Teacher – DINO-base + Training Only Head", "ODE (free, from scratch)"
-SMALL, BASE = "ODE Teacher–Student Small", "ODE Teacher–Student Base"
+def _pair(t: List[str]) -> Tuple[Tuple[str, str], Tuple[str, str]]:
+    return (ROWS[t[0]], t[1]), (ROWS[t[2]], t[3])
 
 
 def _diff_pt(a: Tuple[str, str], b: Tuple[str, str]) -> Tuple[float, str]:
@@ -67,6 +63,35 @@ def _diff_pt(a: Tuple[str, str], b: Tuple[str, str]) -> Tuple[float, str]:
 def _rel(a: Tuple[str, str], b: Tuple[str, str]) -> Tuple[float, str]:
     x, y = acc1(*a), acc1(*b)
     return round(100 * (x / y - 1), 6), f"{x:.3f} / {y:.3f} − 1 = {100 * (x / y - 1):+.1f} %"
+
+
+def _ratio(a: Tuple[str, str], b: Tuple[str, str]) -> Tuple[float, str]:
+    x, y = acc1(*a), acc1(*b)
+    return round(x / y, 6), f"{x:.3f} / {y:.3f} = {x / y:.3f}"
+
+
+def _params_ratio(a: Tuple[str, str], b: Tuple[str, str]) -> Tuple[float, str]:
+    x, y = params_m(*a), params_m(*b)
+    return round(x / y, 6), f"{x:g}M / {y:g}M = {x / y:.1f}x"
+
+
+OPS: Dict[str, Callable[[Tuple[str, str], Tuple[str, str]], Tuple[float, str]]] = {
+    "diff_pt": _diff_pt, "rel": _rel, "ratio": _ratio, "params_ratio": _params_ratio}
+
+
+def paper_value(spec: Optional[Dict[str, Any]]) -> Tuple[Optional[float], str]:
+    """(the paper's number, its arithmetic) of a claim's `value` block of paper.yaml: the first term's result, every
+    term shown ("LABEL: TAG arithmetic; TAG arithmetic"); (None, "") for a claim the paper gives no number for."""
+    if not spec:
+        return None, ""
+    if spec["op"] == "lyapunov":
+        a, b = LYAPUNOV_C100["jasmin"], LYAPUNOV_C100["no_jasmin"]
+        return round(a - b, 6), f"{spec['label']}: {a:.4f} − {b:.4f} = {a - b:+.3f} {spec['note']}"
+    if spec["op"] not in OPS:
+        raise ValueError(f"{PAPER_FILE}: value.op '{spec['op']}' is not one of {sorted(OPS) + ['lyapunov']}")
+    parts = [(t[4] if len(t) > 4 else "", OPS[spec["op"]](*_pair(t))) for t in spec["terms"]]
+    text = "; ".join(f"{tag} {arith}".strip() for tag, (_, arith) in parts)
+    return parts[0][1][0], (f"{spec['label']}: {text}" if spec.get("label") else text)
 
 
 @dataclass(frozen=True)
@@ -92,81 +117,19 @@ class Claim:
         return self.arithmetic or "no number"
 
 
-_ts_small_c10 = _diff_pt((SMALL, "cifar10"), (FREE, "cifar10"))
-_ts_small_c100 = _diff_pt((SMALL, "cifar100"), (FREE, "cifar100"))
-_ts_small_rel = _rel((SMALL, "cifar10"), (FREE, "cifar10"))
-_ts_small_rel100 = _rel((SMALL, "cifar100"), (FREE, "cifar100"))
-_ts_ce = _diff_pt((BASE, "cifar100"), (FREE, "cifar100"))
-_ts_ce_rel = _rel((BASE, "cifar100"), (FREE, "cifar100"))
-_ret = (acc1(SMALL, "cifar10") / acc1(TEACHER, "cifar10"))
-_r1r4 = _diff_pt((SMALL, "cifar10"), (BASE, "cifar10"))
-_comp = params_m(TEACHER) / params_m(SMALL)
-_lyap = LYAPUNOV_C100["jasmin"] - LYAPUNOV_C100["no_jasmin"]
+DIRECTIONS = ("greater", "less", "equivalent", "bound", "fact", "none")
 
-_ABL = "{} no ablation is published; the paper's choice is predicted better"
 
-CLAIMS: Dict[str, Claim] = {c.id: c for c in [
-    Claim("ts_minus_free", "The label-free teacher–student ODE-ViT (MSE + JaSMin, the authors' Small rows) beats the "
-          "same architecture trained from scratch", f"{README_TABLE}; {ABSTRACT} ('more than 10%')", "greater",
-          "Acc@1 ref − free, paired by seed", "pt", _ts_small_c10[0],
-          f"Small − free: C10 {_ts_small_c10[1]}; C100 {_ts_small_c100[1]}"),
-    Claim("ts_minus_free_rel", "The same gain relative to the free model ('more than 10%' may be relative)",
-          f"{README_TABLE}; {ABSTRACT}", "greater", "(ref − free) / free, paired by seed", "%", _ts_small_rel[0],
-          f"Small / free: C10 {_ts_small_rel[1]}; C100 {_ts_small_rel100[1]}"),
-    Claim("ts_ce_minus_free", "The teacher–student ODE-ViT with CE (MSE + JaSMin + CE, the authors' CIFAR-100 Base "
-          "row) beats the free model by more than 10%", f"{README_TABLE}; {ABSTRACT}", "greater",
-          "Acc@1 ce − free, paired by seed", "pt", _ts_ce[0], f"Base C100 − free C100: {_ts_ce[1]}"),
-    Claim("ts_ce_minus_free_rel", "The same gain relative to the free model", f"{README_TABLE}; {ABSTRACT}", "greater",
-          "(ce − free) / free, paired by seed", "%", _ts_ce_rel[0], f"Base C100 / free C100: {_ts_ce_rel[1]}"),
-    Claim("retention", "The label-free student is competitive with its teacher (retains at least the share of its "
-          "teacher's accuracy that the authors' Small row does)", f"{README_TABLE}; {ABSTRACT} ('competitive')", "greater",
-          "Acc@1 ref / teacher Acc@1", "ratio", round(_ret, 6),
-          f"Small C10 / teacher C10: {acc1(SMALL, 'cifar10'):.3f} / {acc1(TEACHER, 'cifar10'):.3f} = {_ret:.3f}"),
-    Claim("retention_ce", "The +CE student is competitive with its teacher (at least the authors' CIFAR-100 Base "
-          "row's share)", f"{README_TABLE}; {ABSTRACT}", "greater", "Acc@1 ce / teacher Acc@1", "ratio", round(acc1(BASE, "cifar100") / acc1(TEACHER, "cifar100"), 6),
-          f"Base C100 / teacher C100: {acc1(BASE, 'cifar100'):.3f} / {acc1(TEACHER, 'cifar100'):.3f} = "
-          f"{acc1(BASE, 'cifar100') / acc1(TEACHER, 'cifar100'):.3f}"),
-    Claim("compression_total", "Up to one order of magnitude fewer parameters than the teacher (total parameters, "
-          "as the authors count)", f"{README_TABLE}; {ABSTRACT}", "fact", "teacher params / student params", "x",
-          round(_comp, 6), f"{params_m(TEACHER):g}M / {params_m(SMALL):g}M = {_comp:.1f}x"),
-    Claim("compression_encoder", "The same ratio on encoder parameters only (ours, beside the authors' count)",
-          f"{README_TABLE}", "fact", "teacher encoder params / student encoder params", "x"),
-    Claim("step_robustness_half", "Robust to the step count: Acc@1 at N/2 equals Acc@1 at N within the margin",
-          TLDR, "equivalent", "Acc@1 at N/2 − Acc@1 at N (same images)", "pt"),
-    Claim("step_robustness_double", "Robust to the step count: Acc@1 at 2N equals Acc@1 at N within the margin",
-          TLDR, "equivalent", "Acc@1 at 2N − Acc@1 at N (same images)", "pt"),
-    Claim("lie_trotter_minus_parallel", "Lie–Trotter splitting of the attention block into sub-flows",
-          TLDR, "greater", "Acc@1 ref − parallel, paired by seed", "pt", family=True),
-    Claim("jasmin_on_minus_off", "The JaSMin loss (MSE and JaSMin losses)", TLDR, "greater",
-          "Acc@1 ref − jasmin_off, paired by seed", "pt", family=True),
-    Claim("centernorm_minus_layernorm", "Center normalization (with local Lipschitz continuity)", TLDR, "greater",
-          "Acc@1 ref − layernorm, paired by seed", "pt", family=True),
-    Claim("softmax_minus_uniform_schedule", "The distance-softmax check-point schedule of the teacher's layers",
-          f"{CODE} (schedule of the check-points)", "greater", "Acc@1 ref − uniform, paired by seed", "pt",
-          family=True),
-    Claim("qkv_spectral_minus_xavier", "Spectral initialisation of Q/K/V (local Lipschitz continuity)", TLDR,
-          "greater", "Acc@1 ref − qkv_xavier, paired by seed", "pt", family=True),
-    Claim("r1_minus_r4", "Small (MLP ratio 1) is below Base (MLP ratio 4)", README_TABLE, "less",
-          "Acc@1 ref − mlp4, paired by seed", "pt", _r1r4[0], f"Small C10 − Base C10: {_r1r4[1]}", family=True),
-    Claim("ce_from_start_minus_published_curriculum", "Not a claim of the paper: CE from epoch 0 vs the published "
-          "CE / head-unfreeze curriculum, everything else equal", f"{CODE} (the curriculum)", "none",
-          "Acc@1 ce − pub_curriculum, paired by seed", "pt"),
-    Claim("published_curriculum_minus_published", "Not a claim of the paper: the +CE recipe with the published "
-          "curriculum vs every published-code switch", f"{CODE} (every switch)", "none",
-          "Acc@1 pub_curriculum − published, paired by seed", "pt"),
-    Claim("lyapunov_vs_correctness", "Higher CLS Lyapunov exponent goes with lower accuracy (per image)",
-          LYAPUNOV_FILES, "less", "point-biserial r(exponent, correct) per seed", "r"),
-    Claim("lyapunov_class_vs_accuracy", "Classes with higher mean exponent have lower Acc@1 (the unit of the "
-          "Lyapunov figure)", LYAPUNOV_FILES, "less",
-          "Pearson r(class mean exponent, class Acc@1) per seed", "r", per_unit=True),
-    Claim("jasmin_on_minus_off_lyapunov", "JaSMin lowers the CLS exponents", LYAPUNOV_FILES, "less",
-          "mean exponent ref − jasmin_off, paired by seed", "exponent", round(_lyap, 6),
-          f"C100 with − without JaSMin: {LYAPUNOV_C100['jasmin']:.4f} − {LYAPUNOV_C100['no_jasmin']:.4f} = "
-          f"{_lyap:+.3f} (runs also differ in CE)"),
-    Claim("prop1_bound", "The Euler trajectory stays within the Proposition 1 error bound (measured L, the model's "
-          "own solver)", f"{TLDR} (Proposition 1); {CODE} (L = 1/2)", "bound",
-          "fraction of (image, step) with error <= bound (min over seeds)", "fraction"),
-]}
+def _claim(c: Dict[str, Any]) -> Claim:
+    if c.get("direction") not in DIRECTIONS:
+        raise ValueError(f"{PAPER_FILE}: claim {c.get('id')}: direction '{c.get('direction')}' is not one of "
+                         f"{DIRECTIONS}")
+    value, arithmetic = paper_value(c.get("value"))
+    return Claim(c["id"], c["statement"], c["source"].format(**SOURCES), c["direction"], c["statistic"], c["unit"],
+                 value, arithmetic, bool(c.get("family", False)), bool(c.get("per_unit", False)))
+
+
+CLAIMS: Dict[str, Claim] = {c.id: c for c in map(_claim, _DATA["claims"])}
 
 
 def claim(cid: str) -> Claim:
@@ -185,7 +148,7 @@ def registry() -> pd.DataFrame:
 HEADER = """# The paper's numbers and claims, with verifiable sources
 
 ODE-ViT (Boned Riera, Romero Sánchez, Ramos Terrades; arXiv 2511.16501v1, Nov 2025); official code
-github.com/Bycarkos/ODE-ViT (README and code read at b41824d). Generated from `odevit/repro/paper.py`
+github.com/Bycarkos/ODE-ViT (README and code read at b41824d). Generated from `odevit/repro/paper.yaml`
 (`python -m odevit.repro.paper`; tests/test_stats.py checks this file equals it). The report's claims table
 (`results/07_report/claims.csv`) reads its `paper` column from the same registry.
 

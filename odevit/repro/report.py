@@ -15,7 +15,7 @@ import pandas as pd
 from . import paper, stats
 from .pipeline import read_json
 
-PAPER = paper.TABLE  # the authors' README results table (odevit/repro/paper.py: the paper's numbers and their sources)
+PAPER = paper.TABLE  # the authors' README results table (odevit/repro/paper.yaml: the paper's numbers and their sources)
 
 
 def paper_table() -> pd.DataFrame:
