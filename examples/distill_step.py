@@ -71,7 +71,7 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, float]:
 
     small = {} if args.weights_file else dict(img_size=32, patch_size=8, depth=4)  # a CPU-sized random teacher
     given = dict(img_size=args.img_size, patch_size=args.patch_size, depth=args.depth)
-    shape = {k: v if v is not None else small.get(k) for k, v in given.items() if v is not None or k in small}
+    shape = {**small, **{k: v for k, v in given.items() if v is not None}}
     teacher = odevit.create_teacher(args.teacher, num_classes=args.num_classes, weights_file=args.weights_file,
                                     **shape).eval().requires_grad_(False)
     student = odevit.student_from_teacher(teacher, num_steps=args.num_steps, mlp_ratio=1.0)

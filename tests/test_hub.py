@@ -41,14 +41,15 @@ def test_evidence_tags_are_the_best_validation_seed_of_their_plan_cell():
     import pandas as pd
     import yaml
 
-    rows = yaml.safe_load((ROOT / "plan.yaml").read_text())["publish"]
+    plan = yaml.safe_load((ROOT / "plan.yaml").read_text())
+    rows = plan["publish"]
     assert {r["tag"] for r in rows} == set(FOLDERS[hub.EVIDENCE])
     for r in rows:
         e = FOLDERS[hub.EVIDENCE][r["tag"]]
         if "snapshot" in r:
             assert e["checkpoint"] == f"{r['snapshot']}/teacher.safetensors" and e["kind"] == "teacher"
             continue
-        seeds = yaml.safe_load((ROOT / "plan.yaml").read_text())["studies"][r["study"]]["seeds"]
+        seeds = plan["studies"][r["study"]]["seeds"]
         best = {s: pd.read_csv(ROOT / f"results/studies/{r['study']}/{r['cell']}/s{s}/history.csv").val_acc1.max()
                 for s in seeds}
         assert (e["study"], e["cell"]) == (r["study"], r["cell"])

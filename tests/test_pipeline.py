@@ -73,17 +73,13 @@ def _snapshot_teacher(work: Path) -> None:
     import torch
     from safetensors.torch import save_file
 
-    from odevit.repro import config, data, pipeline, train
+    from odevit.repro import config, evaluate, pipeline, publish
 
     cfg = config.check_stage("publish", str(work / "params.yaml"))
     b, t = cfg["base"], cfg["teacher"]
     torch.manual_seed(0)
     model = pipeline.build_teacher(b, t).eval()
-    split = data.load_split(b.dataset, "test", b.data_root, download=False, synthetic_size=b.synthetic_size, seed=b.seed)
-    loader = data.Loader(split, b.eval_batch_size, data.batch_transform(b.dataset, b.image_size, b.channels, b.normalize),
-                         limit=b.test_limit or None)
-    train.set_precision("fp32")
-    m = train.evaluate(model, loader, torch.device("cpu"))
+    m = evaluate.evaluate_on_test(model, publish._data_spec(b, b.seed))  # as publish will evaluate it
     snap = work / yaml.safe_load((ROOT / "plan.yaml").read_text())["publish"][-1]["snapshot"]
     (snap / "results/02_teacher").mkdir(parents=True)
     save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(snap / "teacher.safetensors"))

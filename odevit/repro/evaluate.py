@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 import torch
 
@@ -64,6 +64,12 @@ def evaluate_tag(tag: str, num_steps: Optional[int] = None, root: Optional[str] 
     model = create(tag, root)
     if num_steps is not None and not isinstance(model, ODEViT):
         raise ValueError(f"--num-steps: {tag} is a discrete ViT (fixed depth), not an ODE model")
+    return evaluate_on_test(model, d, num_steps, data_root, limit)
+
+
+def evaluate_on_test(model: torch.nn.Module, d: Dict[str, Any], num_steps: Optional[int] = None,
+                     data_root: Optional[str] = None, limit: Optional[int] = None) -> Dict[str, float]:
+    """Acc@1/3/5 of `model` on the test split a manifest's data block `d` names (publish._data_spec), fp32 on CPU."""
     split = data.load_split(d["dataset"], "test", data_root or d["data_root"], download=False,
                             synthetic_size=d["synthetic_size"], seed=d["seed"])
     tf = data.batch_transform(d["dataset"], d["image_size"], d["channels"], d["normalize"])

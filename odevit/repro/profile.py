@@ -1,5 +1,6 @@
 """Where a study step's time goes, on this machine: the training step of the study cells as `train.fit` runs it
-(same objective, cache, optimiser, clipping and host syncs), under torch.profiler, split into labelled phases.
+(same objective, cache, AdamW, clipping and host syncs; AdamW as one parameter group where `fit` has two, decay and
+no decay, over the same tensors), under torch.profiler, split into labelled phases.
 
     python -m odevit.repro.profile                 # results/bench/profile_<cpu|cuda>.{json,md}
     python -m odevit.repro.profile --steps 10 --cells ref
@@ -21,7 +22,6 @@ import contextlib
 import dataclasses
 import os
 import statistics
-import time
 from datetime import datetime, timezone
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
@@ -29,6 +29,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from . import config, data, objectives, pipeline, train
+from .bench import _clock  # wall seconds of a call, the device synchronised around it
 from .machine import machine_info
 from .pipeline import write_json
 from .report import write_text
@@ -110,32 +111,17 @@ def _batches(loader: data.Loader, n: int) -> Iterator[Any]:
                 return
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-
-
 def profile_cell(cfg: Dict[str, Any], name: str, steps: int, device: torch.device, warmup: int = 3) -> Dict[str, Any]:
     model, obj, loader, params, opt, clip = _cell(cfg, name, device)
     model.train()
     it = _batches(loader, warmup + 2 * steps)  # the loader's own iteration: its batch transform runs in `data`
     for _ in range(warmup):
         _step(model, obj, it, params, opt, clip, device)
-    walls = []
-    for _ in range(steps):  # without the profiler: the step as training runs it
-        _sync(device)
-        t = time.perf_counter()
-        _step(model, obj, it, params, opt, clip, device)
-        _sync(device)
-        walls.append(time.perf_counter() - t)
+    step = lambda: _step(model, obj, it, params, opt, clip, device)  # noqa: E731
+    walls = [_clock(step, device) for _ in range(steps)]  # without the profiler: the step as training runs it
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     with _labelled(), profile(activities=acts) as prof:
-        _sync(device)
-        t = time.perf_counter()
-        for _ in range(steps):
-            _step(model, obj, it, params, opt, clip, device)
-        _sync(device)
-        profiled = (time.perf_counter() - t) / steps
+        profiled = _clock(lambda: [step() for _ in range(steps)], device) / steps
     ev = {e.key: e for e in prof.key_averages()}
     dev_attr = "device_time_total" if hasattr(next(iter(ev.values())), "device_time_total") else "cuda_time_total"
     phases = {}

@@ -84,6 +84,7 @@ def evidence_sources(params_file: str = "params.yaml", plan_file: str = plan_mod
         raise config.ConfigError(f"{plan_file}: 'publish' (a list of {{tag, study, cell}} or {{tag, snapshot}}) is missing")
     cfg = config.check_stage("publish", params_file)
     rule = plan["rules"]["convergence"]
+    teacher = None  # every study's students have params.yaml's teacher: loaded once, for the first student
     out: Dict[str, Dict[str, Any]] = {}
     for i, r in enumerate(rows):
         tag = r.get("tag") if isinstance(r, dict) else None
@@ -118,7 +119,7 @@ def evidence_sources(params_file: str = "params.yaml", plan_file: str = plan_mod
         m = pipeline.read_json(metrics)
         conv, gain, thr = convergence(vals[seed], int(m.get("val_images") or 0), rule["window_frac"], rule["se_multiple"])
         dc, is_free = st.cell_config(c["distill"], s, cell)
-        teacher = st.load_teacher(b, t, torch.device("cpu"))
+        teacher = teacher or st.load_teacher(b, t, torch.device("cpu"))
         out[tag] = dict(kind="free" if is_free else "student",
                         checkpoint=f"{st.cell_dir('checkpoints', cell, seed, study)}/best.pt", metrics=metrics,
                         builder="odevit.ODEViT", model_kwargs=st.arch_kwargs(st.build_cell(teacher, dc, is_free)),

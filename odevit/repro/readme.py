@@ -215,9 +215,10 @@ def _half_label(root: str) -> str:
 
 
 def weights_table(root: str = ".") -> str:
+    half = _half_label(root)
     df = pd.DataFrame([{"tag": f"`{r['tag']}`", "what": r["e"]["description"],
                         "Acc@1 (test)": f"{100 * r['e']['metrics']['acc1']:.2f} %",
-                        _half_label(root): "–" if r["half"] is None else f"{100 * r['half']:.2f} %",
+                        half: "–" if r["half"] is None else f"{100 * r['half']:.2f} %",
                         "parameters": f"{r['e']['parameters']:,}", "file": f"{r['e']['bytes'] / 2**20:.2f} MiB",
                         "run": _weights_source(r), "metrics": f"`{r['e']['metrics_file']}`"}
                        for r in _weights_rows(root)])
@@ -226,8 +227,9 @@ def weights_table(root: str = ".") -> str:
 
 def weights_summary(root: str = ".") -> str:
     """The README's short table of the published tags: name, what, the Acc@1 `evaluate` reproduces, where from."""
+    half = _half_label(root)
     df = pd.DataFrame([{"tag": f"`{r['tag']}`", "Acc@1": f"{100 * r['e']['metrics']['acc1']:.2f} %",
-                        _half_label(root): "–" if r["half"] is None else f"{100 * r['half']:.2f} %",
+                        half: "–" if r["half"] is None else f"{100 * r['half']:.2f} %",
                         "from": _weights_source(r)} for r in _weights_rows(root)])
     return to_markdown(df)
 
@@ -794,9 +796,8 @@ def plan_verdicts(root: str = ".") -> str:
             "rule</summary>\n\n" + findings(c, plan, runs) + "\n\n</details>")
 
 
-def _images(plan: Dict[str, Any], study: str, root: str) -> str:
-    n = plan["studies"][study]["budget"]["train_limit"] or _json(os.path.join(root, "results/02_teacher/metrics.json"))["train_images"]
-    return f"{n:,} images"
+def _images(plan: Dict[str, Any], study: str, all_images: int) -> str:
+    return f"{plan['studies'][study]['budget']['train_limit'] or all_images:,} images"
 
 
 def key_findings(root: str = ".") -> str:
@@ -807,6 +808,7 @@ def key_findings(root: str = ".") -> str:
     plan = plan_mod.load(os.path.join(root, plan_mod.PLAN_FILE))
     c = pd.read_csv(os.path.join(root, "results/evidence/claims.csv"))
     c = c[c.status == "confirmatory"].set_index(["study", "question"])
+    t = _json(os.path.join(root, "results/02_teacher/metrics.json"))  # its training images: a study's "all"
     out = []
     for i, f in enumerate(_yaml(os.path.join(root, "docs/findings.yaml"))["findings"], 1):
         parts, last = [], None
@@ -816,14 +818,14 @@ def key_findings(root: str = ".") -> str:
                 raise ValueError(f"docs/findings.yaml: {ref} is not a confirmatory row of results/evidence/claims.csv")
             r = c.loc[(study, q)]
             num = ("not run" if not r.n else f"{r['mean']:+.2f} {r.unit} [{r.ci_low:+.2f}, {r.ci_high:+.2f}]")
-            where = _images(plan, study, root)
+            where = _images(plan, study, t["train_images"])
             parts.append(("" if where == last else f"{where}: ") + f"{label} {num} *{r.verdict}*")
             last = where
         out.append(f"{i}. **{f['ask']}** " + "; ".join(parts) + ".")
     runs = pd.read_csv(os.path.join(root, "results/evidence/runs.csv"))
     params = _yaml(os.path.join(root, "params.yaml"))
     n_steps, sub = params["distill"]["num_steps"], params["study"]["robustness_test_limit"]
-    teacher = 100 * _json(os.path.join(root, "results/02_teacher/metrics.json"))["acc1"]
+    teacher = 100 * t["acc1"]
     names = {"ref": "label-free", "ce": "+CE", "free": "free ODE"}
     big = runs[runs.study == "confirm_55k"]
     if len(big):
