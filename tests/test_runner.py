@@ -24,3 +24,12 @@ def test_only_checked_equivalent_sources_are_accepted(tmp_path):
     assert runner.equivalent_sources("b", str(path)) == {"a", "b"}       # never forward to newer code
     assert runner.equivalent_sources("z", str(path)) == {"z"}            # no record: today's source only
     assert runner.equivalent_sources("c", str(tmp_path / "missing.json")) == {"c"}
+
+
+def test_seeds_of_a_cell_are_grouped_by_the_epoch_they_resume_from(monkeypatch):
+    todo = [("s", "ref", 1), ("s", "free", 1), ("s", "ref", 2), ("s", "free", 2), ("s", "ref", 3), ("s", "ref", 4)]
+    monkeypatch.setattr(runner, "resumed_epoch", lambda s, c, seed: 5 if seed == 3 else 0)
+    assert runner.groups(todo, 1) == [(s, c, (seed,)) for s, c, seed in todo]
+    assert runner.groups(todo, 2) == [("s", "ref", (1, 2)), ("s", "free", (1, 2)), ("s", "ref", (3,)),
+                                      ("s", "ref", (4,))]  # seed 3 resumes from epoch 5; seed 4 starts a new group
+    assert runner.groups(todo, 3) == [("s", "ref", (1, 2, 4)), ("s", "free", (1, 2)), ("s", "ref", (3,))]

@@ -10,8 +10,10 @@ import torch.nn.functional as F
 from ..losses import attention_l1, jasmin, trajectory_mse
 from ..teacher import hidden_states, last_attention
 
-# (model, x, y, epoch, sample indices or None) -> (loss, logged parts)
-Objective = Callable[..., Tuple[torch.Tensor, Dict[str, float]]]
+# (model, x, y, epoch, sample indices or None) -> (loss, logged parts): the parts are detached 0-dim tensors, read
+# by the training loop once an epoch (no host sync per step), and the objective is pure enough for torch.func.vmap
+# (`train.fit_many` trains several seeds as one batched model)
+Objective = Callable[..., Tuple[torch.Tensor, Dict[str, torch.Tensor]]]
 
 
 def cross_entropy(label_smoothing: float = 0.0):
@@ -31,11 +33,11 @@ def ode_scratch(label_smoothing: float = 0.0, jasmin_weight: float = 0.0, jasmin
     def objective(model, x, y, epoch, idx=None):
         out = model.forward_trajectory(x, return_attn=jasmin_weight > 0)
         ce = F.cross_entropy(out["logits"].float(), y, label_smoothing=label_smoothing)
-        loss, parts = ce, {"ce": ce.item()}
+        loss, parts = ce, {"ce": ce.detach()}
         if jasmin_weight > 0:
             js = jasmin(out["attn"], k=jasmin_k, detach=jasmin_detach, maps_from=jasmin_maps_from)
             loss = loss + jasmin_weight * js
-            parts["jasmin"] = js.item()
+            parts["jasmin"] = js.detach()
         return loss, parts
 
     return objective
@@ -88,20 +90,20 @@ def distill(
             ckpts = step_schedules[n]
         out = model.forward_trajectory(x, num_steps=n, return_attn=jasmin_weight > 0 or attn_l1_weight > 0)
         mse = trajectory_mse(out["states"], hs, ckpts, tokens=mse_tokens)
-        loss, parts = mse_weight * mse, {"mse": mse.item()}
+        loss, parts = mse_weight * mse, {"mse": mse.detach()}
         if jasmin_weight > 0:
             js = jasmin(out["attn"], k=jasmin_k, detach=jasmin_detach, maps_from=jasmin_maps_from)
             loss = loss + jasmin_weight * js
-            parts["jasmin"] = js.item()
+            parts["jasmin"] = js.detach()
         if attn_l1_weight > 0:
             n = hs[0].shape[1]  # CLS + patches: drop student registers
             l1 = attention_l1(out["attn"][-1][:, :, :n, :n], t_attn, grid=grid or int((n - 1) ** 0.5))
             loss = loss + attn_l1_weight * l1
-            parts["attn_l1"] = l1.item()
+            parts["attn_l1"] = l1.detach()
         if ce_weight > 0 and epoch >= ce_from_epoch:
             ce = F.cross_entropy(out["logits"].float(), y, label_smoothing=label_smoothing)
             loss = loss + ce_weight * ce
-            parts["ce"] = ce.item()
+            parts["ce"] = ce.detach()
         return loss, parts
 
     return objective

@@ -202,9 +202,17 @@ def fit_free(model: ODEViT, base: Base, cfg: Distill, train_loader: data.Loader,
              out_dir: str, times: Optional[Dict[str, float]] = None) -> List[Dict[str, float]]:
     """A study cell's free model: the student's architecture from scratch, CE (+ the student's JaSMin), the
     student's optimiser and epochs (`times`: as `train.fit`)."""
+    return fit_free_many([model], [base], cfg, [train_loader], [evals], [out_dir], [times])[0]
+
+
+def fit_free_many(models: List[ODEViT], bases: List[Base], cfg: Distill, train_loaders: List[data.Loader],
+                  evals: List[Dict[str, data.Loader]], out_dirs: List[str],
+                  times: Optional[List[Optional[Dict[str, float]]]] = None,
+                  rngs: Optional[List[Dict[str, Any]]] = None) -> List[List[Dict[str, float]]]:
+    """`fit_free` of one cell's seeds (base k = seed k), trained together when more than one (`train.fit_many`)."""
     obj = objectives.ode_scratch(cfg.label_smoothing, cfg.jasmin_weight, cfg.jasmin_k, cfg.jasmin_detach)
-    return train.fit(model, train_loader, evals, obj, train_config(base, cfg), out_dir,
-                     run_id=train.fingerprint(base, cfg, "free"), times=times)
+    return train.fit_many(models, train_loaders, evals, obj, train_config(bases[0], cfg), out_dirs,
+                          run_ids=[train.fingerprint(b, cfg, "free") for b in bases], times=times, rngs=rngs)
 
 
 def fit_student(student: ODEViT, teacher: nn.Module, checkpoints: Sequence[int], base: Base, tcfg: Teacher,
@@ -214,16 +222,46 @@ def fit_student(student: ODEViT, teacher: nn.Module, checkpoints: Sequence[int],
     """A student's training (a study cell, or `odevit.repro.run 04_distill`): the distillation objective (teacher CLS
     states cached where valid; its time added to times['teacher_cache']), the published CE curriculum
     (`unfreeze_head_at`), checkpoints in `out_dir`."""
+    return fit_student_many([student], teacher, checkpoints, [base], tcfg, cfg, [train_loader], [evals], [out_dir],
+                            [times], schedules)[0]
+
+
+def same_images(a: data.Loader, b: data.Loader) -> bool:
+    """Whether two loaders serve the same samples under the same indices (their orders may differ)."""
+    if a.n != b.n:
+        return False
+    if a.split.images is not None and b.split.images is not None:
+        return torch.equal(a.split.images[: a.n], b.split.images[: b.n])
+    return a.split.folder is not None and getattr(a.split.folder, "samples", None) == getattr(b.split.folder, "samples", 1)
+
+
+def fit_student_many(students: List[ODEViT], teacher: nn.Module, checkpoints: Sequence[int], bases: List[Base],
+                     tcfg: Teacher, cfg: Distill, train_loaders: List[data.Loader],
+                     evals: List[Dict[str, data.Loader]], out_dirs: List[str],
+                     times: Optional[List[Optional[Dict[str, float]]]] = None,
+                     schedules: Optional[Dict[int, List[int]]] = None,
+                     rngs: Optional[List[Dict[str, Any]]] = None) -> List[List[Dict[str, float]]]:
+    """`fit_student` of one cell's seeds (base k = seed k), trained together when more than one (`train.fit_many`).
+    The teacher's cached states serve every seed: they are indexed by sample, and every seed trains on the same
+    images (checked), in its own order."""
 
     def curriculum(epoch: int, model: nn.Module) -> None:
         if cfg.unfreeze_head_at >= 0 and epoch == cfg.unfreeze_head_at:
             model.head.requires_grad_(True)
 
-    device = train.resolve_device(base.device)
-    obj = distill_objective(teacher, checkpoints, cfg, teacher_cache(teacher, train_loader, cfg, device, times),
-                            schedules)
-    return train.fit(student, train_loader, evals, obj, train_config(base, cfg), out_dir,
-                     on_epoch=curriculum, run_id=train.fingerprint(base, tcfg, cfg, list(checkpoints)), times=times)
+    if not all(same_images(train_loaders[0], l) for l in train_loaders[1:]):
+        raise ValueError("fit_student_many: the seeds' loaders hold different images (e.g. the synthetic dataset, "
+                         "drawn per seed): train them one at a time")
+    device = train.resolve_device(bases[0].device)
+    times = times or [None] * len(students)
+    obj = distill_objective(teacher, checkpoints, cfg, teacher_cache(teacher, train_loaders[0], cfg, device,
+                                                                     times[0]), schedules)
+    for t in times[1:]:  # shared work: every seed's timing shows it
+        if t is not None and times[0] is not None and "teacher_cache" in times[0]:
+            t["teacher_cache"] = times[0]["teacher_cache"]
+    return train.fit_many(students, train_loaders, evals, obj, train_config(bases[0], cfg), out_dirs,
+                          on_epoch=curriculum, run_ids=[train.fingerprint(b, tcfg, cfg, list(checkpoints))
+                                                        for b in bases], times=times, rngs=rngs)
 
 
 @torch.no_grad()

@@ -1,6 +1,6 @@
 """Where a study step's time goes, on this machine: the training step of the study cells as `train.fit` runs it
-(same objective, cache, AdamW, clipping and host syncs; AdamW as one parameter group where `fit` has two, decay and
-no decay, over the same tensors), under torch.profiler, split into labelled phases.
+(`train.train_step` on `train.new_run`'s state: the same objective, cache, AdamW, clipping and host syncs), under
+torch.profiler, split into labelled phases.
 
     python -m odevit.repro.profile                 # results/bench/profile_<cpu|cuda>.{json,md}
     python -m odevit.repro.profile --steps 10 --cells ref
@@ -11,7 +11,7 @@ without the profiler (median of `--steps`), then under the profiler each phase's
 device time: data (batch, transform, copy to the device), student trajectory (forward_trajectory: every solver
 step, and the attention maps when JaSMin needs them), loss terms (trajectory MSE, JaSMin, CE), backward,
 clip + finiteness checks, optimiser step. Also: the host syncs per step (aten::item / _local_scalar_dense: the
-objective's `.item()` per loss term, `loss.item()`, the isfinite checks), the ops with the most self CPU time, and
+finiteness check, and the logged losses that `fit` reads once an epoch, here counted once a step), the ops with the most self CPU time, and
 the step's wall time minus its ops' self CPU time (Python, dispatch and the profiler's own overhead). The machine,
 threads, torch and date are recorded with the result.
 """
@@ -29,7 +29,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from . import config, data, objectives, pipeline, train
-from .bench import _clock  # wall seconds of a call, the device synchronised around it
+from .bench import _clock, timed_together  # wall seconds of a call, the device synchronised around it
 from .machine import machine_info
 from .pipeline import write_json
 from .report import write_text
@@ -61,7 +61,8 @@ def _labelled() -> Iterator[None]:
 
 
 def _cell(cfg: Dict[str, Any], name: str, device: torch.device):
-    """(model, objective, loader, params, clip) of a study cell, built as `study.run` and `pipeline.fit_*` build them."""
+    """(objective, training state) of a study cell, built as `study.run` and `pipeline.fit_*` build them: the
+    state is `train.new_run`'s (fit's AdamW with its two parameter groups and its schedule)."""
     from . import study as st
 
     b, s = cfg["base"], cfg["study"]
@@ -74,30 +75,17 @@ def _cell(cfg: Dict[str, Any], name: str, device: torch.device):
     else:
         c = pipeline.schedule(st.read_teacher_distances(), d)
         obj = pipeline.distill_objective(teacher, c, d, pipeline.teacher_cache(teacher, tr, d, device))
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=d.lr, weight_decay=d.weight_decay)
-    return model, obj, tr, params, opt, d.clip
+    cfg_t = pipeline.train_config(b, d)
+    return obj, train.new_run(model, tr, {cfg_t.select_on: None}, cfg_t, device), d.clip
 
 
-def _step(model: ODEViT, obj: Any, batches: Iterator[Any], params: List[torch.Tensor], opt: Any, clip: float,
-          device: torch.device) -> None:
-    """One step of `train.fit`'s loop (same calls in the same order: the loader's next batch first), with phase
-    labels."""
+def _step(obj: Any, run: Any, clip: float, batches: Iterator[Any], device: torch.device) -> None:
+    """One step of `train.fit`'s loop: the loader's next batch, then `train.train_step` (its phases labelled), and
+    the read of the logged losses that `fit` does once an epoch (here once a step: an upper bound)."""
     with record_function("data"):
-        x, y, idx = next(batches)
-        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-    with train.autocast(device):
-        loss, parts = obj(model, x, y, 0, idx)
-    opt.zero_grad(set_to_none=True)
-    with record_function("backward"):
-        loss.backward()
-    with record_function("clip + finiteness checks"):
-        gnorm = torch.nn.utils.clip_grad_norm_(params, clip)
-        if not (torch.isfinite(loss) and torch.isfinite(gnorm)):
-            raise FloatingPointError("non-finite loss or gradient while profiling")
-    with record_function("optimiser step"):
-        opt.step()
-    dict(parts, loss=loss.item())
+        batch = next(batches)
+    logged = train.train_step(obj, [run], [batch], 0, device, clip)
+    {k: v.tolist() for k, v in logged.items()}
 
 
 def _batches(loader: data.Loader, n: int) -> Iterator[Any]:
@@ -112,12 +100,13 @@ def _batches(loader: data.Loader, n: int) -> Iterator[Any]:
 
 
 def profile_cell(cfg: Dict[str, Any], name: str, steps: int, device: torch.device, warmup: int = 3) -> Dict[str, Any]:
-    model, obj, loader, params, opt, clip = _cell(cfg, name, device)
+    obj, run, clip = _cell(cfg, name, device)
+    model, loader = run.model, run.loader
     model.train()
     it = _batches(loader, warmup + 2 * steps)  # the loader's own iteration: its batch transform runs in `data`
     for _ in range(warmup):
-        _step(model, obj, it, params, opt, clip, device)
-    step = lambda: _step(model, obj, it, params, opt, clip, device)  # noqa: E731
+        _step(obj, run, clip, it, device)
+    step = lambda: _step(obj, run, clip, it, device)  # noqa: E731
     walls = [_clock(step, device) for _ in range(steps)]  # without the profiler: the step as training runs it
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     with _labelled(), profile(activities=acts) as prof:
@@ -145,6 +134,35 @@ def profile_cell(cfg: Dict[str, Any], name: str, steps: int, device: torch.devic
     }
 
 
+def together(cfg: Dict[str, Any], name: str, counts: List[int], steps: int, device: torch.device) -> List[Dict]:
+    """K seeds of a cell per training step, two ways, timed round-robin (`bench.timed_together`): one
+    `train.train_step` of K runs trained together (`train.fit_many`: one batched model under vmap) vs K steps one
+    run at a time. Per K: ms per K-seed step both ways, training images/s (all seeds), and the ratio."""
+    base = cfg["base"]
+    runs, obj, clip = [], None, 0.0
+    for k in range(max(counts)):
+        cfg_k = dict(cfg, base=dataclasses.replace(base, seed=base.seed + k))
+        train.seed_everything(base.seed + k)
+        o, r, clip = _cell(cfg_k, name, device)
+        obj = obj or o  # one objective (its teacher cache) for every seed, as `pipeline.fit_student_many`
+        r.model.train()
+        runs.append(r)
+    its = [_batches(r.loader, 10 ** 9) for r in runs]
+    out = []
+    for K in counts:
+        sub = list(zip(runs[:K], its[:K]))
+        fns = {"together": lambda: train.train_step(obj, [r for r, _ in sub], [next(i) for _, i in sub], 0, device,
+                                                    clip),
+               "one_at_a_time": lambda: [train.train_step(obj, [r], [next(i)], 0, device, clip) for r, i in sub]}
+        t = timed_together(fns, steps, 2, device)
+        batch = runs[0].loader.batch_size
+        out.append({"cell": name, "seeds": K, "batch": batch,
+                    **{f"{k}_ms": round(1e3 * v["median_s"], 2) for k, v in t.items()},
+                    **{f"{k}_img_per_s": round(K * batch / v["median_s"], 1) for k, v in t.items()},
+                    "speedup": round(t["one_at_a_time"]["median_s"] / t["together"]["median_s"], 3)})
+    return out
+
+
 def markdown(res: Dict[str, Any]) -> str:
     m = res["machine"]
     dev = m.get("cuda_device") or f"{m['cpu_model']} ({m['cpu_capability']}), {res['threads']} threads"
@@ -170,6 +188,14 @@ def markdown(res: Dict[str, Any]) -> str:
         lines += ["", f"Top ops of `{c['cell']}` by self CPU time (ms per step, calls per step):", "",
                   "| op | self CPU ms | calls |", "|---|---:|---:|"]
         lines += [f"| `{o['op']}` | {o['self_cpu_ms']:.2f} | {o['calls']} |" for o in c["top_ops"]]
+    if res.get("together"):
+        lines += ["", f"K seeds of a cell, one step each: trained together (`train.fit_many`, one batched model under "
+                  f"torch.func.vmap) vs one at a time, timed round-robin ({res['steps']} steps, median):", "",
+                  "| cell | seeds K | together (ms) | one at a time (ms) | together (img/s) | one at a time (img/s) "
+                  "| speed-up |", "|---|---:|---:|---:|---:|---:|---:|"]
+        lines += [f"| {t['cell']} | {t['seeds']} | {t['together_ms']:.1f} | {t['one_at_a_time_ms']:.1f} | "
+                  f"{t['together_img_per_s']:.0f} | {t['one_at_a_time_img_per_s']:.0f} | {t['speedup']:.2f}x |"
+                  for t in res["together"]]
     return "\n".join(lines) + "\n"
 
 
@@ -179,6 +205,8 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     ap.add_argument("--cells", nargs="+", default=["ref", "jasmin_off", "free"])
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--out", default="results/bench")
+    ap.add_argument("--together", default="1,2,4",
+                    help="seed counts K for the together-vs-one-at-a-time timing of the first cell ('' = skip)")
     args = ap.parse_args(argv)
     cfg = config.check_stage("cell", args.params)
     unknown = [c for c in args.cells if c not in cfg["study"].cells]
@@ -189,11 +217,13 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     device = pipeline.setup(cfg["base"])
     load0 = os.getloadavg()[0]
     cells = [profile_cell(cfg, c, args.steps, device) for c in args.cells]
+    counts = [int(k) for k in args.together.split(",") if k.strip()]
+    tog = together(cfg, args.cells[0], counts, args.steps, device) if counts else []
     res = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device": device.type,
            "threads": torch.get_num_threads(), "machine": machine_info(),
            "load_per_core": (load0 + os.getloadavg()[0]) / 2 / (os.cpu_count() or 1),
            "command": " ".join(["python -m odevit.repro.profile"] + (argv if argv is not None else [])).strip(),
-           "cells": cells}
+           "steps": args.steps, "cells": cells, "together": tog}
     os.makedirs(args.out, exist_ok=True)
     write_json(res, os.path.join(args.out, f"profile_{device.type}.json"))
     write_text(markdown(res), os.path.join(args.out, f"profile_{device.type}.md"))

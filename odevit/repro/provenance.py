@@ -62,10 +62,12 @@ class Monitor:
     """Samples the machine's load while a run works and records this process beside the run's earlier ones."""
 
     def __init__(self, ckpt_dir: str, process_start: Optional[float] = None, every_s: float = 5.0,
-                 heartbeat_s: float = 60.0):
+                 heartbeat_s: float = 60.0, trained_with: Optional[List[str]] = None):
         """process_start: epoch seconds this process started (its start-up and data loading count in wall_s; CPU
-        seconds are always the whole process's)."""
+        seconds are always the whole process's). trained_with: the other runs this process trains at the same
+        time (`train.fit_many`), recorded so that its wall and CPU seconds are read as shared by all of them."""
         self.dir, self.every, self.start, self.heartbeat = ckpt_dir, every_s, process_start, heartbeat_s
+        self.trained_with = list(trained_with or [])
         self.loads: List[float] = []
         self._stop = threading.Event()
         self._lock = threading.Lock()  # the heartbeat thread and the main thread both write processes.json
@@ -81,6 +83,8 @@ class Monitor:
                        "cpu_model": m["cpu_model"], "cpu_capability": m["cpu_capability"], "cores": m["cpu_count"],
                        "threads": torch.get_num_threads(), "cuda_device": m["cuda_device"], "torch": m["torch_build"],
                        "lock_sha256": m["lock_sha256"]}
+        if self.trained_with:
+            self.record["trained_with"] = self.trained_with
         self._records = read(self.dir) + [self.record]
         _write(self.dir, self._records)
         self._t0 = self.start if self.start is not None else time.time()

@@ -2,10 +2,13 @@
 
     python -m odevit.repro.runner confirm_1k confirm_3k --jobs 2             # the runs not finished yet, 2 at once
     python -m odevit.repro.runner confirm_55k --jobs 12 --threads 1 --deadline 540   # on a GPU machine (no DVC there)
+    python -m odevit.repro.runner confirm_55k --together 5 --jobs 3          # GPU: a cell's 5 seeds in one process
     python -m odevit.repro.runner confirm_55k --commit                       # here: `dvc commit` the finished runs
 
 Each run is its stage's own command (`python -m odevit.repro.study CELL SEED --study STUDY`), so what it writes is
-what `dvc repro STUDY@CELL-SEED` writes; its output goes to checkpoints/studies/STUDY/CELL/sSEED/log.txt. A run whose
+what `dvc repro STUDY@CELL-SEED` writes; its output goes to checkpoints/studies/STUDY/CELL/sSEED/log.txt. With
+`--together K`, K seeds of a cell share one process (`study.run_many`: one batched model, the same files to rounding,
+each metrics.json naming its `trained_together` seeds). A run whose
 metrics.json exists is finished and skipped. `--deadline S`: no run starts after S seconds and running ones are
 stopped (SIGTERM) at S; each resumes from its last.pt next time. `--commit` records each finished run in dvc.lock
 (`dvc commit`), after checking that it was trained by this code (its metrics.json's `source` = the training source's
@@ -44,17 +47,42 @@ def finished(study: str, cell: str, seed: int) -> bool:
     return os.path.isfile(f"{cell_dir('results', cell, seed, study)}/metrics.json")
 
 
-def launch(study: str, cell: str, seed: int, threads: int) -> subprocess.Popen:
-    ckpt = cell_dir("checkpoints", cell, seed, study)
+def resumed_epoch(study: str, cell: str, seed: int) -> int:
+    """The epoch a run's last.pt holds (0: none), so that only runs at the same point are trained together."""
+    path = f"{cell_dir('checkpoints', cell, seed, study)}/last.pt"
+    return int(train.load_checkpoint(path)["epoch"]) if os.path.isfile(path) else 0
+
+
+def groups(todo: List[Tuple[str, str, int]], together: int) -> List[Tuple[str, str, Tuple[int, ...]]]:
+    """(study, cell, seeds) per process: up to `together` seeds of one cell that resume from the same epoch
+    (`study.run_many` trains them as one batched model: a GPU's fast path), in `todo`'s order; 1 = a run each."""
+    out: List[Tuple[str, str, Tuple[int, ...]]] = []
+    open_groups: dict = {}
+    for s, c, seed in todo:
+        key = (s, c, resumed_epoch(s, c, seed) if together > 1 else seed)
+        g = open_groups.get(key)
+        if g is None or len(out[g][2]) >= together:
+            open_groups[key] = len(out)
+            out.append((s, c, (seed,)))
+        else:
+            out[g] = (s, c, out[g][2] + (seed,))
+    return out
+
+
+def launch(study: str, cell: str, seeds: Tuple[int, ...], threads: int) -> subprocess.Popen:
+    """The stage command of (study, cell, seed), or of several seeds trained together; output to the first seed's
+    checkpoint folder's log.txt."""
+    ckpt = cell_dir("checkpoints", cell, seeds[0], study)
     os.makedirs(ckpt, exist_ok=True)
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), PYTHONUNBUFFERED="1")
     log = open(os.path.join(ckpt, "log.txt"), "a")
-    return subprocess.Popen([sys.executable, "-m", "odevit.repro.study", cell, str(seed), "--study", study],
+    return subprocess.Popen([sys.executable, "-m", "odevit.repro.study", cell, *map(str, seeds), "--study", study],
                             stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
 
-def run_all(todo: List[Tuple[str, str, int]], jobs: int, threads: int, deadline: float) -> List[Tuple]:
-    """Run `todo` `jobs` at a time until done or `deadline` seconds; returns (study, cell, seed, returncode)."""
+def run_all(todo: List[Tuple[str, str, Tuple[int, ...]]], jobs: int, threads: int, deadline: float) -> List[Tuple]:
+    """Run `todo` (study, cell, seeds) `jobs` processes at a time until done or `deadline` seconds; returns
+    (study, cell, seeds, returncode)."""
     t0, pending, active, done = time.time(), list(todo), {}, []
     bar = tqdm(total=len(todo), desc="runs", unit="run")
     while pending or active:
@@ -121,6 +149,8 @@ def main(argv: List[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--threads", type=int, default=max(1, (os.cpu_count() or 1) // 2))
     ap.add_argument("--deadline", type=float, default=0.0, help="seconds; 0 = none")
+    ap.add_argument("--together", type=int, default=1,
+                    help="seeds of one cell trained together in one process (study.run_many; a GPU's fast path)")
     ap.add_argument("--commit", action="store_true", help="dvc commit the finished runs (checked) instead of running")
     args = ap.parse_args(argv)
     try:
@@ -132,9 +162,11 @@ def main(argv: List[str] | None = None) -> int:
     except plan_mod.PlanError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(f"{len(todo)} runs to do, {args.jobs} at a time, {args.threads} threads each", flush=True)
-    for s, c, seed, rc in run_all(todo, args.jobs, args.threads, args.deadline):
-        print(f"{s}@{c}-{seed}: {'done' if rc == 0 else rc}", flush=True)
+    procs = groups(todo, max(1, args.together))
+    print(f"{len(todo)} runs to do in {len(procs)} processes, {args.jobs} at a time, {args.threads} threads each",
+          flush=True)
+    for s, c, seeds, rc in run_all(procs, args.jobs, args.threads, args.deadline):
+        print(f"{s}@{c}-{'/'.join(map(str, seeds))}: {'done' if rc == 0 else rc}", flush=True)
     return 0
 
 

@@ -4,6 +4,8 @@ cell's overrides), or the same architecture trained from scratch (`free: true`);
     python -m odevit.repro.study ref 0          # train cell 'ref' with seed 0 -> checkpoints/cells/ref/s0, results/cells/ref/s0
     python -m odevit.repro.study ref 100 --study confirm_55k   # a plan study's run (plan.yaml: its cells, budget, seeds)
                                                 # -> checkpoints/studies/confirm_55k/ref/s100, results/studies/...
+    python -m odevit.repro.study ref 100 101 102 --study confirm_55k   # three seeds trained together (a GPU's
+                                                # fast path: `run_many`); each writes what its own stage writes
     cells = study.collect()               # one row per finished (cell, seed): Acc@1/3/5, Acc@1 at N/2 and 2N, c, ...
 
 Seed s fixes the initialisation, the data order and the augmentation draws; runs of two cells with the same seed
@@ -15,6 +17,7 @@ run's epochs: see `preset_overrides`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import glob
 import os
@@ -98,59 +101,98 @@ def run(name: str, seed: int, params_file: str = "params.yaml", study_name: Opti
     stopping follow `base.select_on` (the validation split by default); the test set is scored once, at best.pt.
     timing.json: seconds per phase (`pipeline.timing`). `study_name`: a plan study's run (`plan_configs`); its
     metrics.json records the study's plan hash. Every run's metrics.json records its provenance (`provenance`)."""
-    start, clock, ph = pipeline.process_start(), time.perf_counter(), {}
-    ph["startup"] = time.time() - start  # interpreter start + imports, up to here
+    return run_many(name, [seed], params_file, study_name, plan_file)[0]
 
-    def lap(key: str) -> None:
+
+def run_many(name: str, seeds: List[int], params_file: str = "params.yaml", study_name: Optional[str] = None,
+             plan_file: str = plan_mod.PLAN_FILE) -> List[Dict[str, Any]]:
+    """`run` of several seeds of one cell; more than one are trained together, as one batched model
+    (`train.fit_many`: one kernel launch does every seed's work, for GPUs that small models leave idle). Each seed
+    writes what its own `run` writes, to floating-point rounding (tests/test_fit_many.py); its metrics.json names
+    the seeds trained with it (`trained_together`) and its provenance the process they shared. Seeds trained
+    together need the whole schedule (no patience), no dropout and no drawn step count (`distill.train_steps`)."""
+    start, clock, phs = pipeline.process_start(), time.perf_counter(), [{} for _ in seeds]
+    for ph in phs:
+        ph["startup"] = time.time() - start  # interpreter start + imports, up to here
+
+    def lap(key: str, k: Optional[int] = None) -> None:
+        """Seconds since the last lap to phase `key` of seed k, or of every seed (work they share)."""
         nonlocal clock
         now = time.perf_counter()
-        ph[key] = ph.get(key, 0.0) + now - clock
+        for ph in (phs if k is None else [phs[k]]):
+            ph[key] = ph.get(key, 0.0) + now - clock
         clock = now
 
+    if len(set(seeds)) != len(seeds) or not seeds:
+        raise ConfigError(f"seeds {seeds}: give each seed once")
     cfg = config.check_stage("cell", params_file)
     plan_hash = None
     if study_name is not None:
         cfg, plan_hash = plan_configs(cfg, study_name, plan_file)
-        if int(seed) not in cfg["study"].seeds:
-            raise ConfigError(f"{plan_file}: seed {seed} is not one of study {study_name}'s seeds {cfg['study'].seeds}")
+        for seed in seeds:
+            if int(seed) not in cfg["study"].seeds:
+                raise ConfigError(f"{plan_file}: seed {seed} is not one of study {study_name}'s seeds "
+                                  f"{cfg['study'].seeds}")
     study: Study = cfg["study"]
     d, free = cell_config(cfg["distill"], study, name)
-    b = dataclasses.replace(cfg["base"], seed=int(seed))
-    device = pipeline.setup(b)  # seed s: init, data order, augmentation draws
-    tr, va, te = pipeline.data_loaders(b, augment=d.augment, train_limit=study.train_limit)
-    lap("data")
-    teacher = load_teacher(b, cfg["teacher"], device)
+    if len(seeds) > 1 and (d.patience or d.dropout or d.train_steps):
+        raise ConfigError(f"cell {name}: seeds trained together need distill.patience 0, dropout 0 and no "
+                          f"train_steps (here {d.patience}, {d.dropout}, {d.train_steps}): train one seed at a time")
     distances = read_teacher_distances()
     c = pipeline.schedule(distances, d)
-    model = build_cell(teacher, d, free)
-    lap("teacher")
-    ckpt, out = cell_dir("checkpoints", name, seed, study_name), cell_dir("results", name, seed, study_name)
-    print(f"cell {name} seed {seed}: {'free (from scratch)' if free else f'distilled, c = {c}' + (f', N drawn per batch from {d.train_steps}' if d.train_steps else '')}; "
+    bases, loaders, models, rngs, teacher = [], [], [], [], None
+    for k, seed in enumerate(seeds):
+        b = dataclasses.replace(cfg["base"], seed=int(seed))
+        device = pipeline.setup(b)  # seed s: init, data order, augmentation draws
+        loaders.append(pipeline.data_loaders(b, augment=d.augment, train_limit=study.train_limit))
+        lap("data", k)
+        t = load_teacher(b, cfg["teacher"], device)  # per seed, as `run` does: building it draws from the RNG
+        teacher = t if teacher is None else teacher  # the same frozen weights: the first serves every seed
+        models.append(build_cell(t, d, free))
+        rngs.append(train._rng_state())  # what `fit` saves in last.pt when training draws nothing
+        bases.append(b)
+        lap("teacher", k)
+    b, tr = bases[0], loaders[0][0]
+    ckpts = [cell_dir("checkpoints", name, s, study_name) for s in seeds]
+    outs = [cell_dir("results", name, s, study_name) for s in seeds]
+    print(f"cell {name} seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
+          f"{' (trained together)' if len(seeds) > 1 else ''}: "
+          f"{'free (from scratch)' if free else f'distilled, c = {c}' + (f', N drawn per batch from {d.train_steps}' if d.train_steps else '')}; "
           f"{tr.n} training images x {d.epochs} epochs, selected on {b.select_on}", flush=True)
-    evals = pipeline.eval_loaders(b, va, te)
-    with provenance.Monitor(ckpt, start) as mon:
+    evals = [pipeline.eval_loaders(bb, va, te) for bb, (_, va, te) in zip(bases, loaders)]
+    with contextlib.ExitStack() as stack:
+        mons = [stack.enter_context(provenance.Monitor(ck, start, trained_with=[o for o in ckpts if o != ck]))
+                for ck in ckpts]
+        trs = [l[0] for l in loaders]
         if free:
-            hist = pipeline.fit_free(model, b, d, tr, evals, ckpt, times=ph)
+            hists = pipeline.fit_free_many(models, bases, d, trs, evals, ckpts, times=phs, rngs=rngs)
         else:
-            hist = pipeline.fit_student(model, teacher, c, b, cfg["teacher"], d, tr, evals, ckpt, times=ph,
-                                        schedules=pipeline.step_schedules(distances, d))
-        lap("write")  # the fit: its loops and evaluations are taken from the history below, the rest is checkpointing
-        ph["write"] = max(0.0, ph["write"] - train.history_seconds(hist) + ph.get("resumed_s", 0.0)
-                          - ph.get("teacher_cache", 0.0))  # resumed_s: epochs not run here
-        train.load_weights(model, f"{ckpt}/best.pt").to(device)
-        metrics = evaluate_cell(model, te, study, device, ph)
-    clock = time.perf_counter()
-    metrics.update(cell=name, seed=int(seed), free=free, checkpoints=c if not free else None,
-                   encoder_params=model.encoder_params(), params_m=pipeline.params_m(model),
-                   trainable_params_m=pipeline.params_m(model, True), epochs=d.epochs, train_images=tr.n,
-                   val_images=va.n if va is not None else 0, **pipeline.run_summary(hist, b, d),
-                   provenance=mon.summary(), source=train.fingerprint())  # source: the training code's hash
-    if study_name is not None:
-        metrics.update(study=study_name, plan_hash=plan_hash, precision=b.precision)
-    pipeline.write_csv(pd.DataFrame(hist), f"{out}/history.csv")
-    pipeline.write_json(metrics, f"{out}/metrics.json")
-    lap("write")
-    pipeline.write_json(pipeline.timing(ph, hist, start), f"{out}/timing.json")
+            hists = pipeline.fit_student_many(models, teacher, c, bases, cfg["teacher"], d, trs, evals, ckpts, times=phs,
+                                         schedules=pipeline.step_schedules(distances, d), rngs=rngs)
+        lap("write")  # the fit: its loops and evaluations are taken from the histories below, the rest checkpointing
+        metrics = []
+        for k, (model, hist, ph) in enumerate(zip(models, hists, phs)):
+            ph["write"] = max(0.0, ph["write"] - train.history_seconds(hist) + ph.get("resumed_s", 0.0)
+                              - ph.get("teacher_cache", 0.0))  # resumed_s: epochs not run here
+            clock = time.perf_counter()
+            train.load_weights(model, f"{ckpts[k]}/best.pt").to(device)
+            metrics.append(evaluate_cell(model, loaders[k][2], study, device, ph))
+    for k, (seed, model, m, hist, ph) in enumerate(zip(seeds, models, metrics, hists, phs)):
+        clock = time.perf_counter()
+        tr, va, _ = loaders[k]
+        m.update(cell=name, seed=int(seed), free=free, checkpoints=c if not free else None,
+                 encoder_params=model.encoder_params(), params_m=pipeline.params_m(model),
+                 trainable_params_m=pipeline.params_m(model, True), epochs=d.epochs, train_images=tr.n,
+                 val_images=va.n if va is not None else 0, **pipeline.run_summary(hist, bases[k], d),
+                 provenance=mons[k].summary(), source=train.fingerprint())  # source: the training code's hash
+        if len(seeds) > 1:
+            m["trained_together"] = [int(s) for s in seeds]
+        if study_name is not None:
+            m.update(study=study_name, plan_hash=plan_hash, precision=bases[k].precision)
+        pipeline.write_csv(pd.DataFrame(hist), f"{outs[k]}/history.csv")
+        pipeline.write_json(m, f"{outs[k]}/metrics.json")
+        lap("write", k)
+        pipeline.write_json(pipeline.timing(ph, hist, start), f"{outs[k]}/timing.json")
     return metrics
 
 
@@ -209,13 +251,13 @@ def models(cells: List[str], seeds: List[int], params_file: str = "params.yaml",
 def main() -> None:
     ap = argparse.ArgumentParser(description="Train one (cell, seed) of the study")
     ap.add_argument("cell")
-    ap.add_argument("seed", type=int)
+    ap.add_argument("seed", type=int, nargs="+", help="one seed (the stage's run), or several: trained together")
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--study", default=None, help="a study of plan.yaml (its cells, seeds, budget); default: params.yaml's")
     ap.add_argument("--plan", default=plan_mod.PLAN_FILE)
     args = ap.parse_args()
     try:
-        run(args.cell, args.seed, args.params, args.study, args.plan)
+        run_many(args.cell, args.seed, args.params, args.study, args.plan)
     except (ConfigError, plan_mod.PlanError, train.CheckpointError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

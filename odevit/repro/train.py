@@ -25,6 +25,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 import numpy as np
 import torch
 import torch.nn as nn
+from torch.profiler import record_function
 from tqdm import tqdm  # text bar in a terminal; disabled under papermill (one line per epoch)
 
 from . import distributed, memory
@@ -228,11 +229,11 @@ def fingerprint(*configs: Any) -> str:
     return h.hexdigest()[:16]
 
 
-def probe_memory(model: nn.Module, loader: Any, objective: Objective, device: torch.device) -> int:
+def probe_memory(model: nn.Module, loader: Any, objective: Objective, device: torch.device, copies: int = 1) -> int:
     """Before training: the activation bytes of one training sample (the objective's forward at batch 1, measured)
-    times the batch, plus weights, gradients and AdamW state; MemoryEstimateError if that exceeds the free memory,
-    so a run that cannot fit stops with its estimate instead of being killed. RNG states are restored: training
-    draws exactly what it would have drawn without the probe."""
+    times the batch (times `copies`: models trained together by `fit_many`), plus weights, gradients and AdamW state;
+    MemoryEstimateError if that exceeds the free memory, so a run that cannot fit stops with its estimate instead of
+    being killed. RNG states are restored: training draws exactly what it would have drawn without the probe."""
     rng = _rng_state()
     try:
         x, y, idx = next(iter(loader.batches(0, with_index=True)))
@@ -242,7 +243,111 @@ def probe_memory(model: nn.Module, loader: Any, objective: Objective, device: to
             per_sample = memory.saved_bytes(lambda: objective(model, x, y, 0, idx[:1]), model)
     finally:
         _set_rng_state(rng)
-    return memory.check_fits(model, per_sample, loader.batch_size, device)
+    return memory.check_fits(model, per_sample * copies, loader.batch_size, device)
+
+
+class _Method(nn.Module):
+    """torch.func.functional_call's target: forward = one method of the wrapped model."""
+
+    def __init__(self, model: nn.Module, method: str):
+        super().__init__()
+        self.m, self.method = model, method
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self.m, self.method)(*args, **kwargs)
+
+
+class OneOfMany:
+    """What an objective calls when `fit_many` trains K models as one: inside torch.func.vmap, one model's slice of
+    the stacked parameters and buffers, applied by torch.func.functional_call of the first model (same
+    architecture). Offers what the objectives call: `model(x)` and `model.forward_trajectory(x, ...)`."""
+
+    def __init__(self, template: nn.Module, params: Dict[str, torch.Tensor], buffers: Dict[str, torch.Tensor]):
+        self.calls = {m: _Method(template, m) for m in ("forward", "forward_trajectory")}
+        self.state = {**{f"m.{k}": v for k, v in params.items()}, **{f"m.{k}": v for k, v in buffers.items()}}
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return torch.func.functional_call(self.calls["forward"], self.state, args, kwargs)
+
+    def forward_trajectory(self, *args: Any, **kwargs: Any) -> Any:
+        return torch.func.functional_call(self.calls["forward_trajectory"], self.state, args, kwargs)
+
+
+@dataclass
+class Run:
+    """One model's training in `fit_many`: what `fit` keeps for its single model."""
+    model: nn.Module
+    loader: Any
+    evals: Dict[str, Any]
+    opt: torch.optim.Optimizer
+    sched: Any
+    run_id: str
+    last_path: Optional[str]
+    out_dir: Optional[str]
+    times: Optional[Dict[str, float]]
+    rng: Optional[Dict[str, Any]]
+    history: List[Dict[str, float]]
+    best: float = -1.0
+    start: int = 0
+    params: Optional[List[torch.Tensor]] = None
+
+
+def new_run(model: nn.Module, loader: Any, eval_loaders: Any, cfg: TrainConfig, device: torch.device,
+            run_id: str = "", out_dir: Optional[str] = None, times: Optional[Dict[str, float]] = None,
+            rng: Optional[Dict[str, Any]] = None) -> Run:
+    """One model's training state as `fit` starts it: on the device, AdamW with two parameter groups (weight decay
+    on matrices, none on vectors), warm-up + cosine schedule over `cfg.epochs` x the loader's batches."""
+    evals = dict(eval_loaders) if isinstance(eval_loaders, dict) else {cfg.select_on: eval_loaders}
+    if cfg.select_on not in evals:
+        raise ValueError(f"select_on: '{cfg.select_on}' has no loader (given: {sorted(evals)})")
+    model.to(device)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW([{"params": [p for p in params if p.ndim >= 2], "weight_decay": cfg.weight_decay},
+                             {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}], lr=cfg.lr)
+    total = cfg.epochs * len(loader)
+    warm = int(cfg.warmup * total)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, total, warm, cfg.cycles))
+    # the training data is part of the run: a checkpoint of the same configs on other images (e.g. a study re-run
+    # with another `study.train_limit`, whose checkpoints DVC keeps as persistent outputs) must not be resumed
+    rid = f"{run_id}/{getattr(loader, 'n', '?')} images/{len(loader)} batches"
+    last = os.path.join(out_dir, "last.pt") if out_dir else None
+    return Run(model, loader, evals, opt, sched, rid, last, out_dir, times, rng, [], params=params)
+
+
+def train_step(objective: Objective, runs: Sequence[Run], batch: Sequence[Tuple[torch.Tensor, ...]], epoch: int,
+               device: torch.device, clip: float, replica: Any = None, step: int = 0) -> Dict[str, torch.Tensor]:
+    """One optimiser step of the K runs on their K batches (K = 1: the model, or `replica` under torchrun): the
+    objective (vmapped when K > 1), backward, clipping per model, one host sync for the finiteness check
+    (FloatingPointError naming the run's last good checkpoint, before any weight changes), AdamW and schedule steps.
+    Returns the logged parts and the loss, (K,) float64 each, not read back (no host sync). Phases are labelled
+    for torch.profiler (`odevit.repro.profile`)."""
+    K = len(runs)
+    if K == 1:
+        with record_function("data"):
+            x, y, idx = batch[0]
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        with autocast(device):
+            loss, parts = objective(runs[0].model if replica is None else replica, x, y, epoch, idx)
+        losses = loss.reshape(1)
+    else:
+        losses, parts = _batched_objective(objective, runs, batch, epoch, device)
+    for r in runs:
+        r.opt.zero_grad(set_to_none=True)
+    with record_function("backward"):
+        losses.sum().backward()
+    with record_function("clip + finiteness checks"):
+        gnorms = torch.stack([torch.nn.utils.clip_grad_norm_(r.params, clip) for r in runs])
+        if not bool(torch.isfinite(losses).all() & torch.isfinite(gnorms).all()):  # the step's one host sync
+            k = next(i for i in range(K) if not (torch.isfinite(losses[i]) and torch.isfinite(gnorms[i])))
+            good = runs[k].last_path if runs[k].last_path and os.path.exists(runs[k].last_path) else "none"
+            raise FloatingPointError(
+                f"non-finite {'loss' if not torch.isfinite(losses[k]) else 'gradient'} at epoch {epoch + 1}, "
+                f"step {step + 1}: training stopped (lower lr or raise clip); last good checkpoint: {good}")
+    with record_function("optimiser step"):
+        for r in runs:
+            r.opt.step()
+            r.sched.step()
+    return {key: v.detach().double().reshape(K) for key, v in dict(parts, loss=losses).items()}
 
 
 def fit(
@@ -275,124 +380,176 @@ def fit(
     state saved is rank 0's). Returns one dict per epoch: epoch, train_* losses, <split>_acc1/3/5, lr, epoch_time_s
     (training loop), eval_time_s (the per-epoch evaluation), img_per_s.
     """
-    evals = dict(eval_loaders) if isinstance(eval_loaders, dict) else {cfg.select_on: eval_loaders}
-    if cfg.select_on not in evals:
-        raise ValueError(f"select_on: '{cfg.select_on}' has no loader (given: {sorted(evals)})")
+    return fit_many([model], [train_loader], [eval_loaders], objective, cfg, [out_dir], on_epoch, [run_id],
+                    [times])[0]
+
+
+def fit_many(
+    models: Sequence[nn.Module],
+    train_loaders: Sequence[Any],
+    eval_loaders: Sequence[Any],
+    objective: Objective,
+    cfg: TrainConfig,
+    out_dirs: Optional[Sequence[Optional[str]]] = None,
+    on_epoch: Optional[Callable[[int, nn.Module], None]] = None,
+    run_ids: Optional[Sequence[str]] = None,
+    times: Optional[Sequence[Optional[Dict[str, float]]]] = None,
+    rngs: Optional[Sequence[Dict[str, Any]]] = None,
+) -> List[List[Dict[str, float]]]:
+    """`fit` of K models of one architecture on one objective (e.g. one study cell's seeds), each with its own
+    loaders, optimiser, schedule, selection and checkpoints, in one process. K = 1 is `fit`. K > 1 trains them as
+    one batched model: each step stacks their parameters (torch.stack, so each model's gradient lands in its own
+    .grad) and evaluates the objective under torch.func.vmap (one kernel launch for K models' work), then clips and
+    steps each model as `fit` would. It computes what K separate `fit` runs compute, to floating-point rounding
+    (batched matrix products sum in another order; tests/test_fit_many.py), and writes the same files, so either
+    path resumes the other's last.pt. K > 1 needs patience 0 (every model runs the whole schedule), one process
+    (no torchrun) and an objective that draws no random numbers (vmap refuses dropout and drawn step counts);
+    `rngs[k]` is the RNG state saved in model k's last.pt (the state after its initialisation, as `fit` saves
+    when training draws nothing). Returns one history per model."""
+    K = len(models)
+    out_dirs = list(out_dirs or [None] * K)
+    run_ids, times = list(run_ids or [""] * K), list(times or [None] * K)
+    if not (len(train_loaders) == len(eval_loaders) == len(out_dirs) == len(run_ids) == len(times) == K):
+        raise ValueError(f"fit_many: {K} models need {K} train loaders, eval loaders, out_dirs, run_ids and times")
+    rank, world = distributed.rank_world()
+    if K > 1:
+        if cfg.patience:
+            raise ValueError(f"fit_many: patience {cfg.patience}: models trained together run the whole schedule "
+                             "(patience 0); train them one at a time (fit) to stop early")
+        if world > 1:
+            raise ValueError("fit_many: several models in one process under torchrun: train them one at a time")
+        if rngs is None or len(rngs) != K:
+            raise ValueError("fit_many: K > 1 needs each model's RNG state after its initialisation (rngs)")
+        if len({len(l) for l in train_loaders}) > 1:
+            raise ValueError(f"fit_many: the models' loaders have {[len(l) for l in train_loaders]} batches: "
+                             "models trained together need the same number")
     sel = f"{cfg.select_on}_acc1"
     device = resolve_device(cfg.device)
-    rank, world = distributed.rank_world()
-    model.to(device)
-    params = [p for p in model.parameters() if p.requires_grad]
-    decay = [p for p in params if p.ndim >= 2]
-    no_decay = [p for p in params if p.ndim < 2]
-    opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr
-    )
-    total = cfg.epochs * len(train_loader)
-    warm = int(cfg.warmup * total)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, total, warm, cfg.cycles))
-    history: List[Dict[str, float]] = []
-    best, start = -1.0, 0
     quiet = in_notebook_run() or rank > 0
-    replica: Any = model  # what the objective calls: the model, or its DDP replica under torchrun
+    runs = [new_run(m, train_loaders[k], eval_loaders[k], cfg, device, run_ids[k], out_dirs[k], times[k],
+                    rngs[k] if K > 1 else None) for k, m in enumerate(models)]
+    replica: Any = models[0]  # what the objective calls when K = 1: the model, or its DDP replica under torchrun
 
-    def begin_epoch(epoch: int) -> List[torch.Tensor]:
+    def begin_epoch(r: Run, epoch: int) -> None:
         nonlocal replica
         if on_epoch is not None:
-            on_epoch(epoch, model)  # may unfreeze parameters: they join the optimiser and the clipping
-        ps = [p for p in model.parameters() if p.requires_grad]
-        opt.param_groups[0]["params"] = [p for p in ps if p.ndim >= 2]
-        opt.param_groups[1]["params"] = [p for p in ps if p.ndim < 2]
-        if world > 1 and (replica is model or replica.stale()):
-            replica = distributed.Replica(model, device)
-        return ps
+            on_epoch(epoch, r.model)  # may unfreeze parameters: they join the optimiser and the clipping
+        r.params = [p for p in r.model.parameters() if p.requires_grad]
+        r.opt.param_groups[0]["params"] = [p for p in r.params if p.ndim >= 2]
+        r.opt.param_groups[1]["params"] = [p for p in r.params if p.ndim < 2]
+        if world > 1 and (replica is r.model or replica.stale()):
+            replica = distributed.Replica(r.model, device)
 
-    # the training data is part of the run: a checkpoint of the same configs on other images (e.g. a study re-run
-    # with another `study.train_limit`, whose checkpoints DVC keeps as persistent outputs) must not be resumed
-    run_id = f"{run_id}/{getattr(train_loader, 'n', '?')} images/{len(train_loader)} batches"
-    last_path = os.path.join(out_dir, "last.pt") if out_dir else None
-    if last_path and os.path.exists(last_path):
-        ckpt = load_checkpoint(last_path)  # corrupt -> CheckpointError naming the file, never a silent restart
-        if ckpt.get("run_id") == run_id and "optimizer" in ckpt:
-            start = int(ckpt["epoch"])
-            for e in range(min(start, cfg.epochs)):
-                begin_epoch(e)  # replay the curriculum so the parameter groups match
-            model.load_state_dict(ckpt["model"])
-            opt.load_state_dict(ckpt["optimizer"])
-            sched.load_state_dict(ckpt["scheduler"])
-            _set_rng_state(ckpt["rng"])
-            best, history = float(ckpt["best"]), list(ckpt["history"])
-            if times is not None:
-                times["resumed_s"] = history_seconds(history)
+    for r in runs:
+        if not (r.last_path and os.path.exists(r.last_path)):
+            continue
+        ckpt = load_checkpoint(r.last_path)  # corrupt -> CheckpointError naming the file, never a silent restart
+        if ckpt.get("run_id") == r.run_id and "optimizer" in ckpt:
+            r.start = int(ckpt["epoch"])
+            for e in range(min(r.start, cfg.epochs)):
+                begin_epoch(r, e)  # replay the curriculum so the parameter groups match
+            r.model.load_state_dict(ckpt["model"])
+            r.opt.load_state_dict(ckpt["optimizer"])
+            r.sched.load_state_dict(ckpt["scheduler"])
+            if K == 1:
+                _set_rng_state(ckpt["rng"])
+            else:
+                r.rng = ckpt["rng"]
+            r.best, r.history = float(ckpt["best"]), list(ckpt["history"])
+            if r.times is not None:
+                r.times["resumed_s"] = history_seconds(r.history)
             if rank == 0:
-                print(f"resuming from {last_path} after epoch {start}/{cfg.epochs}", flush=True)
+                print(f"resuming from {r.last_path} after epoch {r.start}/{cfg.epochs}", flush=True)
         elif rank == 0:
-            print(f"{last_path} belongs to another configuration: starting this run from scratch", flush=True)
+            print(f"{r.last_path} belongs to another configuration: starting this run from scratch", flush=True)
+    if len({r.start for r in runs}) > 1:
+        raise ValueError("fit_many: the runs resume after different epochs ("
+                         + ", ".join(f"{r.last_path}: {r.start}" for r in runs) + "): train them one at a time")
+    start = runs[0].start
 
     if start < cfg.epochs:
-        probe_memory(model, train_loader, objective, device)
+        probe_memory(models[0], runs[0].loader, objective, device, copies=K)
 
     for epoch in range(start, cfg.epochs):
-        if cfg.patience and history and epochs_without_gain([r[sel] for r in history], cfg.min_delta_pts) \
-                >= cfg.patience:  # also right after resuming a run that had stopped
+        hist0 = runs[0].history
+        if cfg.patience and hist0 and epochs_without_gain([h[sel] for h in hist0], cfg.min_delta_pts) \
+                >= cfg.patience:  # also right after resuming a run that had stopped (K = 1 only)
             if rank == 0:
                 print(f"early stop after epoch {epoch}: {cfg.patience} epochs without a {cfg.select_on} Acc@1 gain "
-                      f">= {cfg.min_delta_pts:g} pt (best {max(r[sel] for r in history):.4f})", flush=True)
+                      f">= {cfg.min_delta_pts:g} pt (best {max(h[sel] for h in hist0):.4f})", flush=True)
             break
-        params = begin_epoch(epoch)
-        model.train()
+        for r in runs:
+            begin_epoch(r, epoch)
+            r.model.train()
         t0 = time.perf_counter()
-        sums: Dict[str, float] = {}
+        sums: Dict[str, torch.Tensor] = {}  # float64 on the device: read once an epoch, not once a step
         n_batches = 0
-        bar = tqdm(train_loader.batches(epoch, with_index=True), total=len(train_loader),
-                   desc=f"epoch {epoch + 1}/{cfg.epochs}", disable=quiet, leave=False, mininterval=1.0)
-        for x, y, idx in bar:
-            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-            with autocast(device):
-                loss, parts = objective(replica, x, y, epoch, idx)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            gnorm = torch.nn.utils.clip_grad_norm_(params, cfg.clip)
-            if not (torch.isfinite(loss) and torch.isfinite(gnorm)):
-                good = last_path if last_path and os.path.exists(last_path) else "none"
-                raise FloatingPointError(
-                    f"non-finite {'loss' if not torch.isfinite(loss) else 'gradient'} at epoch {epoch + 1}, "
-                    f"step {n_batches + 1}: training stopped (lower lr or raise clip); last good checkpoint: {good}"
-                )
-            opt.step()
-            sched.step()
+        batches = zip(*(r.loader.batches(epoch, with_index=True) for r in runs))
+        bar = tqdm(batches, total=len(runs[0].loader), desc=f"epoch {epoch + 1}/{cfg.epochs}"
+                   + (f" x{K}" if K > 1 else ""), disable=quiet, leave=False, mininterval=1.0)
+        for batch in bar:
+            logged = train_step(objective, runs, batch, epoch, device, cfg.clip, replica, n_batches)
             n_batches += 1
-            parts = dict(parts, loss=loss.item())
-            for k, v in parts.items():
-                sums[k] = sums.get(k, 0.0) + v
+            for key, v in logged.items():
+                sums[key] = sums[key] + v if key in sums else v
             if not quiet and n_batches % 20 == 0:
-                bar.set_postfix(loss=f"{sums['loss'] / n_batches:.4f}")
+                bar.set_postfix(loss=f"{sums['loss'].mean().item() / n_batches:.4f}")
         train_time = time.perf_counter() - t0
-        if world > 1:  # mean over the processes of their mean losses (equal slices)
-            keys = list(sums)  # the same order on every process (same objective)
-            tot = distributed.all_reduce_sum(torch.tensor([sums[k] for k in keys], dtype=torch.float64)) / world
-            sums = dict(zip(keys, tot.tolist()))
-        row = {"epoch": epoch + 1, **{f"train_{k}": v / max(1, n_batches) for k, v in sums.items()}}
-        t1 = time.perf_counter()
-        for name, loader in evals.items():
-            row.update({f"{name}_{k}": v for k, v in evaluate(model, loader, device).items()})
-        row.update(lr=opt.param_groups[0]["lr"], epoch_time_s=train_time, eval_time_s=time.perf_counter() - t1,
-                   img_per_s=n_batches * train_loader.batch_size / train_time)
-        history.append(row)
-        improved = row[sel] > best
-        best = max(best, row[sel])
-        if out_dir and rank == 0:
-            weights = {"model": model.state_dict(), "epoch": epoch + 1, sel: row[sel]}
-            if improved:
-                save_atomic(weights, os.path.join(out_dir, "best.pt"))
-            save_atomic({**weights, "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
-                         "rng": _rng_state(), "best": best, "history": history, "run_id": run_id}, last_path)
+        per_run = {key: v.tolist() for key, v in sums.items()}
+        for k, r in enumerate(runs):
+            s = {key: v[k] for key, v in per_run.items()}
+            if world > 1:  # mean over the processes of their mean losses (equal slices)
+                keys = list(s)  # the same order on every process (same objective)
+                tot = distributed.all_reduce_sum(torch.tensor([s[key] for key in keys], dtype=torch.float64)) / world
+                s = dict(zip(keys, tot.tolist()))
+            row = {"epoch": epoch + 1, **{f"train_{key}": v / max(1, n_batches) for key, v in s.items()}}
+            t1 = time.perf_counter()
+            for name, loader in r.evals.items():
+                row.update({f"{name}_{key}": v for key, v in evaluate(r.model, loader, device).items()})
+            row.update(lr=r.opt.param_groups[0]["lr"], epoch_time_s=train_time / K,
+                       eval_time_s=time.perf_counter() - t1,
+                       img_per_s=n_batches * r.loader.batch_size / train_time)
+            r.history.append(row)
+            improved = row[sel] > r.best
+            r.best = max(r.best, row[sel])
+            if r.out_dir and rank == 0:
+                weights = {"model": r.model.state_dict(), "epoch": epoch + 1, sel: row[sel]}
+                if improved:
+                    save_atomic(weights, os.path.join(r.out_dir, "best.pt"))
+                save_atomic({**weights, "optimizer": r.opt.state_dict(), "scheduler": r.sched.state_dict(),
+                             "rng": _rng_state() if K == 1 else r.rng, "best": r.best, "history": r.history,
+                             "run_id": r.run_id}, r.last_path)
         distributed.barrier()  # no process runs ahead of the checkpoint
         if rank > 0:
             continue
-        extra = "  ".join(f"{k[6:]} {v:.4f}" for k, v in row.items() if k.startswith("train_") and k != "train_loss")
-        print(f"epoch {epoch + 1}/{cfg.epochs}  loss {row['train_loss']:.4f}  {extra}  {cfg.select_on} acc@1 "
-              f"{row[sel]:.4f}" + (f"  ({train_time:.0f}s, {row['img_per_s']:.0f} img/s)" if not in_notebook_run() else ""),
-              flush=True)  # under papermill the times go to history.csv / timing.json only: a rerun that changes no
-                           # result leaves the executed notebook byte-identical
-    return history
+        for r in runs:
+            row = r.history[-1]
+            extra = "  ".join(f"{k[6:]} {v:.4f}" for k, v in row.items() if k.startswith("train_") and k != "train_loss")
+            print((f"{r.out_dir}: " if K > 1 else "")
+                  + f"epoch {epoch + 1}/{cfg.epochs}  loss {row['train_loss']:.4f}  {extra}  {cfg.select_on} acc@1 "
+                  f"{row[sel]:.4f}" + (f"  ({train_time:.0f}s, {row['img_per_s']:.0f} img/s)" if not in_notebook_run()
+                                       else ""),
+                  flush=True)  # under papermill the times go to history.csv / timing.json only: a rerun that changes
+                               # no result leaves the executed notebook byte-identical
+    return [r.history for r in runs]
+
+
+def _batched_objective(objective: Objective, runs: Sequence[Run], step: Sequence[Tuple[torch.Tensor, ...]],
+                       epoch: int, device: torch.device) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
+    """The objective of K models on their K batches at once: (K losses, {part: K values}) under torch.func.vmap."""
+    x = torch.stack([s[0] for s in step]).to(device, non_blocking=True)
+    y = torch.stack([s[1] for s in step]).to(device, non_blocking=True)
+    idx = torch.stack([s[2] for s in step])
+    template = runs[0].model
+    names = [n for n, _ in template.named_parameters()]
+    per = [dict(r.model.named_parameters()) for r in runs]
+    params = {n: torch.stack([p[n] for p in per]) for n in names}  # differentiable: grads reach each model's own
+    bufs = [dict(r.model.named_buffers()) for r in runs]
+    buffers = {n: torch.stack([b[n] for b in bufs]) for n in bufs[0]}
+
+    def one(p: Dict[str, torch.Tensor], b: Dict[str, torch.Tensor], xk: torch.Tensor, yk: torch.Tensor,
+            ik: torch.Tensor) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
+        return objective(OneOfMany(template, p, b), xk, yk, epoch, ik)
+
+    with autocast(device):
+        return torch.func.vmap(one)(params, buffers, x, y, idx)
