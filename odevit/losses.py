@@ -122,6 +122,11 @@ def attention_l1(
 
 def topk_correct(logits: torch.Tensor, target: torch.Tensor, ks: Sequence[int] = (1, 3, 5)) -> List[int]:
     """Number of samples whose label is among the top-k logits, for each k."""
+    return topk_hits(logits, target, ks).tolist()
+
+
+def topk_hits(logits: torch.Tensor, target: torch.Tensor, ks: Sequence[int] = (1, 3, 5)) -> torch.Tensor:
+    """`topk_correct` as a (len(ks),) int64 tensor on the logits' device (no host sync: sum it over batches)."""
     top = logits.topk(min(max(ks), logits.shape[-1]), dim=-1).indices  # (B, kmax)
     hit = top == target[:, None]
-    return [int(hit[:, :k].any(-1).sum()) for k in ks]
+    return torch.stack([hit[:, :k].any(-1).sum() for k in ks])

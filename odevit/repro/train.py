@@ -29,7 +29,7 @@ from torch.profiler import record_function
 from tqdm import tqdm  # text bar in a terminal; disabled under papermill (one line per epoch)
 
 from . import distributed, memory
-from ..losses import topk_correct
+from ..losses import topk_hits
 from .objectives import Objective
 from .precision import autocast, set_precision
 
@@ -127,22 +127,22 @@ def evaluate(
     scores its slice and the counts are summed. `per_sample`: also 'correct1', a bool tensor (this process's samples
     in loader order), so a sub-range's Acc@1 can be read off without a second pass."""
     model.eval()
-    hits, n, correct = [0] * len(ks), 0, []
+    total, n, correct = torch.zeros(len(ks), dtype=torch.int64, device=device), 0, []
     for x, y in loader:
         x, y = x.to(device), y.to(device)
         with autocast(device):
             logits = model(x, num_steps=num_steps) if num_steps is not None else model(x)
-        for i, h in enumerate(topk_correct(logits.float(), y, ks)):
-            hits[i] += h
+        total += topk_hits(logits.float(), y, ks)  # counts stay on the device: one host sync per pass, not per batch
         if per_sample:
-            correct.append((logits.float().topk(1, dim=-1).indices[:, 0] == y).cpu())  # as topk_correct
+            correct.append(logits.float().topk(1, dim=-1).indices[:, 0] == y)  # as topk_hits
         n += len(y)
+    hits = total.tolist()
     if getattr(loader, "world", 1) > 1:
         counts = distributed.all_reduce_sum(torch.tensor(hits + [n], dtype=torch.float64)).long().tolist()
         hits, n = counts[:-1], counts[-1]
     out: Dict[str, Any] = {f"acc{k}": h / n for k, h in zip(ks, hits)}
     if per_sample:
-        out["correct1"] = torch.cat(correct) if correct else torch.zeros(0, dtype=torch.bool)
+        out["correct1"] = torch.cat(correct).cpu() if correct else torch.zeros(0, dtype=torch.bool)
     return out
 
 
