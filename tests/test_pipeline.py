@@ -31,7 +31,8 @@ TINY = {
 
 def tiny_plan() -> dict:
     """plan.yaml's studies at a tiny budget: 2 seeds, 2 epochs, 64 images; every study keeps its questions whose cells
-    it keeps (confirm_55k all three cells, the others ref and free), status exploratory (no power gate at 2 seeds)
+    it keeps (confirm_55k all three cells, the other confirm_ studies ref and free, the ablation study ref and
+    jasmin_off), status exploratory (no power gate at 2 seeds)
     and no exploratory snapshot (not copied)."""
     plan = yaml.safe_load((ROOT / "plan.yaml").read_text())
     plan.pop("replicates", None)  # their folders are not copied
@@ -39,6 +40,8 @@ def tiny_plan() -> dict:
         st.update(status="exploratory", seeds=[0, 1], budget={"train_limit": 64, "epochs": 2})
         if name.startswith("confirm_") and name not in ("confirm_55k",):
             st["cells"] = {k: v for k, v in st["cells"].items() if k in ("ref", "free")}
+        if len(st["cells"]) > 3:  # the ablation study: ref and one switch (its questions are alike)
+            st["cells"] = {k: v for k, v in st["cells"].items() if k in ("ref", "jasmin_off")}
         st["questions"] = [q for q in st["questions"] if q["a"] in st["cells"] and q.get("b", q["a"]) in st["cells"]]
         for q in st["questions"]:
             q.pop("exploratory", None)
