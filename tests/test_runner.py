@@ -33,3 +33,6 @@ def test_seeds_of_a_cell_are_grouped_by_the_epoch_they_resume_from(monkeypatch):
     assert runner.groups(todo, 2) == [("s", "ref", (1, 2)), ("s", "free", (1, 2)), ("s", "ref", (3,)),
                                       ("s", "ref", (4,))]  # seed 3 resumes from epoch 5; seed 4 starts a new group
     assert runner.groups(todo, 3) == [("s", "ref", (1, 2, 4)), ("s", "free", (1, 2)), ("s", "ref", (3,))]
+    # a cell whose seeds cannot share a process (e.g. drawn step counts) runs one seed per process
+    assert runner.groups(todo, 3, lambda s, c: "train_steps" if c == "free" else None) == [
+        ("s", "ref", (1, 2, 4)), ("s", "free", (1,)), ("s", "free", (2,)), ("s", "ref", (3,))]

@@ -129,16 +129,17 @@ def process_start() -> float:
         return btime + ticks / os.sysconf("SC_CLK_TCK")
 
 
-def timing(phases: Dict[str, float], history: List[Dict[str, float]], start: float) -> Dict[str, Any]:
+def timing(phases: Dict[str, float], history: List[Dict[str, float]], start: float, share: int = 1) -> Dict[str, Any]:
     """A stage's timing.json: seconds per phase (PHASES; train = the epoch loops, val_eval = the per-epoch
     evaluations, both from `history`), total = now - `start` (the process start) + phases['resumed_s'] (a resumed
     run: the earlier processes' epochs, which `history` holds; their start-up is not counted), other = total - the
-    phases; train_time_s kept for the README."""
+    phases; train_time_s kept for the README. `share`: runs trained together in this process (`study.run_many`):
+    the process's wall counts 1/share to each, so totals summed over runs stay the machine's time."""
     out = {k: 0.0 for k in PHASES}
     out.update(phases)
     out["train"] = float(sum(h["epoch_time_s"] for h in history))
     out["val_eval"] = float(sum(h.get("eval_time_s", 0.0) for h in history))
-    out["total"] = time.time() - start + phases.get("resumed_s", 0.0)
+    out["total"] = (time.time() - start) / share + phases.get("resumed_s", 0.0)
     out["other"] = out["total"] - sum(out[k] for k in PHASES)
     out = {k: round(v, 3) for k, v in out.items()}
     out["train_time_s"] = out["train"]

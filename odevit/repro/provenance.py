@@ -134,7 +134,10 @@ class Monitor:
         """The run's provenance for its metrics.json: every process's record, the resumes (processes after the first),
         interrupted processes (no end), and wall / CPU seconds summed over the processes."""
         recs = self._records
+        shared = max([len(r.get("trained_with") or []) + 1 for r in recs])
         return {"processes": recs, "resumes": len(recs) - 1, "interrupted": sum(r.get("ended") is None for r in recs),
+                **({"shared_by_runs": shared} if shared > 1 else {}),  # trained together: wall and CPU are the
+                # whole process's, shared by that many runs
                 "wall_s": round(sum(r.get("wall_s", 0.0) for r in recs), 1),
                 "cpu_s": round(sum(r.get("cpu_s", 0.0) for r in recs), 1),
                 "machines": sorted({f"{r['cpu_model']} / {r['cuda_device'] or 'no GPU'}" for r in recs})}

@@ -23,14 +23,15 @@ import signal
 import subprocess
 import sys
 import time
-from typing import List, Tuple
+from typing import Callable, List, Optional, Tuple
 
 from tqdm import tqdm
 
 from . import pipeline
 from . import plan as plan_mod
 from . import train
-from .study import cell_dir
+from .config import ConfigError
+from .study import cell_dir, cell_refusal
 
 
 def runs(plan: dict, studies: List[str]) -> List[Tuple[str, str, int]]:
@@ -53,13 +54,17 @@ def resumed_epoch(study: str, cell: str, seed: int) -> int:
     return int(train.load_checkpoint(path)["epoch"]) if os.path.isfile(path) else 0
 
 
-def groups(todo: List[Tuple[str, str, int]], together: int) -> List[Tuple[str, str, Tuple[int, ...]]]:
+def groups(todo: List[Tuple[str, str, int]], together: int,
+           refusal: Callable[[str, str], Optional[str]] = lambda s, c: None) -> List[Tuple[str, str, Tuple[int, ...]]]:
     """(study, cell, seeds) per process: up to `together` seeds of one cell that resume from the same epoch
-    (`study.run_many` trains them as one batched model: a GPU's fast path), in `todo`'s order; 1 = a run each."""
+    (`study.run_many` trains them as one batched model: a GPU's fast path), in `todo`'s order; 1 = a run each. A
+    cell whose seeds cannot share a process (`refusal(study, cell)` gives why, e.g. `study.cell_refusal`) runs
+    one seed per process."""
     out: List[Tuple[str, str, Tuple[int, ...]]] = []
     open_groups: dict = {}
+    alone = {(s, c) for s, c in {(s, c) for s, c, _ in todo} if together > 1 and refusal(s, c)}
     for s, c, seed in todo:
-        key = (s, c, resumed_epoch(s, c, seed) if together > 1 else seed)
+        key = (s, c, resumed_epoch(s, c, seed) if together > 1 and (s, c) not in alone else seed)
         g = open_groups.get(key)
         if g is None or len(out[g][2]) >= together:
             open_groups[key] = len(out)
@@ -159,10 +164,10 @@ def main(argv: List[str] | None = None) -> int:
             print("\n".join(commit(plan, args.studies)) or "no finished run")
             return 0
         todo = [r for r in runs(plan, args.studies) if not finished(*r)]
-    except plan_mod.PlanError as e:
+        procs = groups(todo, max(1, args.together), cell_refusal)
+    except (plan_mod.PlanError, ConfigError, train.CheckpointError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    procs = groups(todo, max(1, args.together))
     print(f"{len(todo)} runs to do in {len(procs)} processes, {args.jobs} at a time, {args.threads} threads each",
           flush=True)
     for s, c, seeds, rc in run_all(procs, args.jobs, args.threads, args.deadline):

@@ -135,9 +135,9 @@ def run_many(name: str, seeds: List[int], params_file: str = "params.yaml", stud
                                   f"{cfg['study'].seeds}")
     study: Study = cfg["study"]
     d, free = cell_config(cfg["distill"], study, name)
-    if len(seeds) > 1 and (d.patience or d.dropout or d.train_steps):
-        raise ConfigError(f"cell {name}: seeds trained together need distill.patience 0, dropout 0 and no "
-                          f"train_steps (here {d.patience}, {d.dropout}, {d.train_steps}): train one seed at a time")
+    why = together_refusal(d, cfg["base"], free)
+    if len(seeds) > 1 and why:
+        raise ConfigError(f"cell {name}: its seeds cannot be trained together ({why}): train one seed at a time")
     distances = read_teacher_distances()
     c = pipeline.schedule(distances, d)
     bases, loaders, models, rngs, teacher = [], [], [], [], None
@@ -170,10 +170,18 @@ def run_many(name: str, seeds: List[int], params_file: str = "params.yaml", stud
             hists = pipeline.fit_student_many(models, teacher, c, bases, cfg["teacher"], d, trs, evals, ckpts, times=phs,
                                          schedules=pipeline.step_schedules(distances, d), rngs=rngs)
         lap("write")  # the fit: its loops and evaluations are taken from the histories below, the rest checkpointing
+        # the fit's checkpointing: its wall minus the loops and evaluations the histories hold (resumed_s: epochs
+        # not run here) and the teacher cache; seeds trained together each get their share (1/K) of shared phases
+        K = len(seeds)
+        shared = (phs[0]["write"] - sum(train.history_seconds(h) for h in hists)
+                  + sum(ph.get("resumed_s", 0.0) for ph in phs) - phs[0].get("teacher_cache", 0.0))
+        for ph in phs:
+            ph["write"] = max(0.0, shared) / K
+            for key in ("startup", "teacher_cache") if K > 1 else ():
+                if key in ph:
+                    ph[key] /= K
         metrics = []
         for k, (model, hist, ph) in enumerate(zip(models, hists, phs)):
-            ph["write"] = max(0.0, ph["write"] - train.history_seconds(hist) + ph.get("resumed_s", 0.0)
-                              - ph.get("teacher_cache", 0.0))  # resumed_s: epochs not run here
             clock = time.perf_counter()
             train.load_weights(model, f"{ckpts[k]}/best.pt").to(device)
             metrics.append(evaluate_cell(model, loaders[k][2], study, device, ph))
@@ -192,8 +200,27 @@ def run_many(name: str, seeds: List[int], params_file: str = "params.yaml", stud
         pipeline.write_csv(pd.DataFrame(hist), f"{outs[k]}/history.csv")
         pipeline.write_json(m, f"{outs[k]}/metrics.json")
         lap("write", k)
-        pipeline.write_json(pipeline.timing(ph, hist, start), f"{outs[k]}/timing.json")
+        pipeline.write_json(pipeline.timing(ph, hist, start, share=len(seeds)), f"{outs[k]}/timing.json")
     return metrics
+
+
+def together_refusal(d: Distill, base: Base, free: bool) -> Optional[str]:
+    """Why a cell's seeds cannot be trained together in one process (`run_many`), or None: they must run the whole
+    schedule, draw no random numbers while training, and (distilled) share the teacher's cached states."""
+    if d.patience or d.dropout or d.train_steps:
+        return (f"distill.patience {d.patience}, dropout {d.dropout}, train_steps {d.train_steps}: they need the "
+                "whole schedule (patience 0) and no random draws while training (dropout 0, no train_steps)")
+    if base.dataset == "synthetic" and not free:
+        return "the synthetic dataset draws its images per seed, and distilled seeds share the teacher's cached states"
+    return None
+
+
+def cell_refusal(name: str, study_name: str, params_file: str = "params.yaml",
+                 plan_file: str = plan_mod.PLAN_FILE) -> Optional[str]:
+    """`together_refusal` of a plan study's cell (the runner groups only cells that can share a process)."""
+    cfg, _ = plan_configs(config.check_stage("cell", params_file), study_name, plan_file)
+    d, free = cell_config(cfg["distill"], cfg["study"], name)
+    return together_refusal(d, cfg["base"], free)
 
 
 def evaluate_cell(model: ODEViT, test: data.Loader, study: Study, device: torch.device,

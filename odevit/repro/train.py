@@ -341,8 +341,10 @@ def train_step(objective: Objective, runs: Sequence[Run], batch: Sequence[Tuple[
             k = next(i for i in range(K) if not (torch.isfinite(losses[i]) and torch.isfinite(gnorms[i])))
             good = runs[k].last_path if runs[k].last_path and os.path.exists(runs[k].last_path) else "none"
             raise FloatingPointError(
-                f"non-finite {'loss' if not torch.isfinite(losses[k]) else 'gradient'} at epoch {epoch + 1}, "
-                f"step {step + 1}: training stopped (lower lr or raise clip); last good checkpoint: {good}")
+                (f"{runs[k].out_dir}: " if K > 1 else "")
+                + f"non-finite {'loss' if not torch.isfinite(losses[k]) else 'gradient'} at epoch {epoch + 1}, "
+                f"step {step + 1}: training stopped (lower lr or raise clip); last good checkpoint: {good}"
+                + (" (the seeds trained with it stop too: train it alone)" if K > 1 else ""))
     with record_function("optimiser step"):
         for r in runs:
             r.opt.step()
@@ -400,9 +402,11 @@ def fit_many(
     loaders, optimiser, schedule, selection and checkpoints, in one process. K = 1 is `fit`. K > 1 trains them as
     one batched model: each step stacks their parameters (torch.stack, so each model's gradient lands in its own
     .grad) and evaluates the objective under torch.func.vmap (one kernel launch for K models' work), then clips and
-    steps each model as `fit` would. It computes what K separate `fit` runs compute, to floating-point rounding
-    (batched matrix products sum in another order; tests/test_fit_many.py), and writes the same files, so either
-    path resumes the other's last.pt. K > 1 needs patience 0 (every model runs the whole schedule), one process
+    steps each model as `fit` would. It computes what K separate `fit` runs compute, to the rounding of the precision
+    in use (batched matrix products sum in another order, and attention runs as an explicit softmax: in fp32 ~1e-6
+    a step, tests/test_fit_many.py; under bf16 autocast, bf16's rounding, which grows over training), and writes the
+    same files, so either path resumes the other's last.pt. A history row's epoch_time_s is the model's share of
+    the shared loop (its wall / K: sums over runs stay right), img_per_s the loop's images/s, all K models. K > 1 needs patience 0 (every model runs the whole schedule), one process
     (no torchrun) and an objective that draws no random numbers (vmap refuses dropout and drawn step counts);
     `rngs[k]` is the RNG state saved in model k's last.pt (the state after its initialisation, as `fit` saves
     when training draws nothing). Returns one history per model."""
@@ -508,7 +512,7 @@ def fit_many(
                 row.update({f"{name}_{key}": v for key, v in evaluate(r.model, loader, device).items()})
             row.update(lr=r.opt.param_groups[0]["lr"], epoch_time_s=train_time / K,
                        eval_time_s=time.perf_counter() - t1,
-                       img_per_s=n_batches * r.loader.batch_size / train_time)
+                       img_per_s=n_batches * r.loader.batch_size / (train_time / K))
             r.history.append(row)
             improved = row[sel] > r.best
             r.best = max(r.best, row[sel])
@@ -525,7 +529,7 @@ def fit_many(
         for r in runs:
             row = r.history[-1]
             extra = "  ".join(f"{k[6:]} {v:.4f}" for k, v in row.items() if k.startswith("train_") and k != "train_loss")
-            print((f"{r.out_dir}: " if K > 1 else "")
+            print((f"{r.out_dir or f'model {runs.index(r)}'}: " if K > 1 else "")
                   + f"epoch {epoch + 1}/{cfg.epochs}  loss {row['train_loss']:.4f}  {extra}  {cfg.select_on} acc@1 "
                   f"{row[sel]:.4f}" + (f"  ({train_time:.0f}s, {row['img_per_s']:.0f} img/s)" if not in_notebook_run()
                                        else ""),
@@ -551,5 +555,14 @@ def _batched_objective(objective: Objective, runs: Sequence[Run], step: Sequence
             ik: torch.Tensor) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
         return objective(OneOfMany(template, p, b), xk, yk, epoch, ik)
 
-    with autocast(device):
-        return torch.func.vmap(one)(params, buffers, x, y, idx)
+    # the explicit softmax attention, never the fused kernel: the fused kernel's backward fails under vmap on CUDA
+    # ("LSE is not correctly aligned"); the template's own setting is restored for its evaluation
+    fused = [(m, m.fused) for m in template.modules() if hasattr(m, "fused")]
+    try:
+        for m, _ in fused:
+            m.fused = False
+        with autocast(device):
+            return torch.func.vmap(one)(params, buffers, x, y, idx)
+    finally:
+        for m, f in fused:
+            m.fused = f
