@@ -27,3 +27,14 @@ def test_profile_splits_a_study_step_into_its_phases(tmp_path, monkeypatch):
     # seeds trained together vs one at a time: K = 1 is the same step both ways (train_step of one run)
     assert [t["seeds"] for t in res["together"]] == [1, 2] and "| ref | 2 |" in md
     assert all(t["together_ms"] > 0 and t["one_at_a_time_ms"] > 0 and t["speedup"] > 0 for t in res["together"])
+
+
+def test_a_phase_labelled_on_host_and_device_keeps_both_times():
+    """On CUDA the profiler gives a labelled range twice under one key: the CPU range and the GPU-side annotation
+    (CPU time 0). The H200 profile of 2026-11-26 read the second only, so its phases' host column said 0.0."""
+    from types import SimpleNamespace as E
+
+    host, dev = profile.phase_times([E(key="backward", cpu_time_total=900.0, device_time_total=0.0),
+                                     E(key="backward", cpu_time_total=0.0, device_time_total=400.0)],
+                                    "device_time_total")
+    assert host["backward"] == 900.0 and dev["backward"] == 400.0

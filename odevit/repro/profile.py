@@ -23,7 +23,7 @@ import dataclasses
 import os
 import statistics
 from datetime import datetime, timezone
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
@@ -99,6 +99,17 @@ def _batches(loader: data.Loader, n: int) -> Iterator[Any]:
                 return
 
 
+def phase_times(averages: List[Any], dev_attr: str) -> Tuple[Dict[str, float], Dict[str, float]]:
+    """Host and device microseconds per event key. On CUDA a labelled phase has two entries with one key (the CPU
+    range and its GPU-side annotation, whose CPU time is 0): each total is taken from the entry that has it."""
+    host: Dict[str, float] = {}
+    dev: Dict[str, float] = {}
+    for e in averages:
+        host[e.key] = max(host.get(e.key, 0.0), float(e.cpu_time_total))
+        dev[e.key] = max(dev.get(e.key, 0.0), float(getattr(e, dev_attr, 0.0) or 0.0))
+    return host, dev
+
+
 def profile_cell(cfg: Dict[str, Any], name: str, steps: int, device: torch.device, warmup: int = 3) -> Dict[str, Any]:
     obj, run, clip = _cell(cfg, name, device)
     model, loader = run.model, run.loader
@@ -111,13 +122,13 @@ def profile_cell(cfg: Dict[str, Any], name: str, steps: int, device: torch.devic
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     with _labelled(), profile(activities=acts) as prof:
         profiled = _clock(lambda: [step() for _ in range(steps)], device) / steps
-    ev = {e.key: e for e in prof.key_averages()}
-    dev_attr = "device_time_total" if hasattr(next(iter(ev.values())), "device_time_total") else "cuda_time_total"
-    phases = {}
-    for p in PHASES:
-        e = ev.get(p)
-        phases[p] = {"host_ms": round(e.cpu_time_total / 1e3 / steps, 3) if e else 0.0,
-                     "device_ms": round(getattr(e, dev_attr, 0.0) / 1e3 / steps, 3) if e and device.type == "cuda" else None}
+    averages = list(prof.key_averages())
+    ev = {e.key: e for e in averages}
+    dev_attr = "device_time_total" if hasattr(averages[0], "device_time_total") else "cuda_time_total"
+    host, dev = phase_times(averages, dev_attr)
+    phases = {p: {"host_ms": round(host.get(p, 0.0) / 1e3 / steps, 3),
+                  "device_ms": round(dev.get(p, 0.0) / 1e3 / steps, 3) if device.type == "cuda" else None}
+              for p in PHASES}
     ops = sorted((e for k, e in ev.items() if k.startswith("aten::") or k.startswith("cuda")),
                  key=lambda e: e.self_cpu_time_total, reverse=True)
     self_cpu = sum(e.self_cpu_time_total for k, e in ev.items() if k not in PHASES) / 1e3 / steps

@@ -164,7 +164,7 @@ def main(argv: List[str] | None = None) -> int:
             print("\n".join(commit(plan, args.studies)) or "no finished run")
             return 0
         todo = [r for r in runs(plan, args.studies) if not finished(*r)]
-        procs = groups(todo, max(1, args.together), cell_refusal)
+        procs = groups(todo, max(1, args.together), lambda s, c: cell_refusal(c, s))
     except (plan_mod.PlanError, ConfigError, train.CheckpointError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
