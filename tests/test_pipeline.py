@@ -32,7 +32,7 @@ TINY = {
 def tiny_plan() -> dict:
     """plan.yaml's studies at a tiny budget: 2 seeds, 2 epochs, 64 images; every study keeps its questions whose cells
     it keeps (confirm_55k all three cells, the other confirm_ studies ref and free, the ablation study ref and
-    jasmin_off), status exploratory (no power gate at 2 seeds)
+    jasmin_off, teacher strength ref and ref_strong with a 2-epoch teacher), status exploratory (no power gate at 2 seeds)
     and no exploratory snapshot (not copied)."""
     plan = yaml.safe_load((ROOT / "plan.yaml").read_text())
     plan.pop("replicates", None)  # their folders are not copied
@@ -40,7 +40,10 @@ def tiny_plan() -> dict:
         st.update(status="exploratory", seeds=[0, 1], budget={"train_limit": 64, "epochs": 2})
         if name.startswith("confirm_") and name not in ("confirm_55k",):
             st["cells"] = {k: v for k, v in st["cells"].items() if k in ("ref", "free")}
-        if len(st["cells"]) > 3:  # the ablation study: ref and one switch (its questions are alike)
+        if st.get("teacher"):  # teacher strength: ref from 02_teacher's teacher, ref_strong from the study's own
+            st["cells"] = {k: v for k, v in st["cells"].items() if k in ("ref", "ref_strong")}
+            st["teacher"]["epochs"] = 2
+        elif len(st["cells"]) > 3:  # the ablation study: ref and one switch (its questions are alike)
             st["cells"] = {k: v for k, v in st["cells"].items() if k in ("ref", "jasmin_off")}
         st["questions"] = [q for q in st["questions"] if q["a"] in st["cells"] and q.get("b", q["a"]) in st["cells"]]
         for q in st["questions"]:
@@ -137,6 +140,16 @@ def test_dvc_repro_tiny_writes_every_declared_output(repro):
             m = json.loads((repro / f"results/studies/{study}/{name}/s{seed}/metrics.json").read_text())
             assert (m["study"], m["cell"], m["seed"], m["epochs_run"]) == (study, name, seed, 2)
             assert m["plan_hash"] and m["provenance"]["resumes"] == 0 and m["provenance"]["cpu_s"] > 0
+            own = (plan["studies"][study]["cells"][name] or {}).get("teacher") == "study"
+            assert m.get("teacher_run") == (f"results/studies/{study}/teacher" if own else None)
+        if plan["studies"][study].get("teacher"):  # its own teacher: trained by its stage, not 02_teacher's
+            t = json.loads((repro / f"results/studies/{study}/teacher/metrics.json").read_text())
+            assert t["plan_hash"] == m["plan_hash"] and t["epochs_run"] == 2 and t["teacher"]["augment"]
+            import torch
+
+            own, default = (torch.load(repro / p, weights_only=False)["model"] for p in
+                            (f"checkpoints/studies/{study}/teacher/best.pt", "checkpoints/02_teacher/best.pt"))
+            assert not torch.equal(own["head.weight"], default["head.weight"])
     ev = __import__("pandas").read_csv(repro / "results/evidence/claims.csv")
     assert len(ev) == sum(len(st["questions"]) for st in plan["studies"].values())  # no exploratory snapshot here
     assert not ev.post_hoc.any() and (ev.n == 2).all()

@@ -61,6 +61,12 @@ def test_hash_moves_with_the_study_block_only(committed):
     (lambda p: p["studies"]["confirm_1k"].update(seeds=[1, 1]), "distinct"),
     (lambda p: p["studies"]["confirm_1k"].update(seeds=[1, 2]), "power"),  # 2 seeds: not powered, no note
     (lambda p: p["studies"]["confirm_1k"]["budget"].pop("epochs"), "budget"),
+    (lambda p: p["studies"]["teacher_strength_3k"]["teacher"].update(depth=12), "teacher training keys"),
+    (lambda p: p["studies"]["teacher_strength_3k"].pop("teacher"), "_strong.teacher: .study. .distil"),  # no teacher to use
+    (lambda p: p["studies"]["confirm_1k"]["cells"]["ref"].update(teacher="study"), "cells.ref.teacher"),
+    (lambda p: p["studies"]["teacher_strength_3k"]["cells"]["ref_strong"].update(teacher="other"), "'study'"),
+    (lambda p: p["studies"]["teacher_strength_3k"]["cells"].update(teacher={}), "not a cell"),
+    (lambda p: p["studies"]["teacher_strength_3k"]["questions"][0].update(kind="teacher_gap"), "own teacher"),
 ])
 def test_bad_plans_fail_naming_the_key(committed, tmp_path, edit, message):
     bad = copy.deepcopy(committed)

@@ -360,6 +360,9 @@ def check_stage(stage: str, params_file: str = "params.yaml") -> Dict[str, Any]:
         for name, ov in st.cells.items():
             if ov is not None and not isinstance(ov, dict):
                 raise ConfigError(f"params.yaml: study.cells.{name} = {ov!r}: expected a dict of distill keys")
+            if isinstance(ov, dict) and "teacher" in ov:
+                raise ConfigError(f"params.yaml: study.cells.{name}.teacher: only a plan study with its own teacher "
+                                  "(plan.yaml: studies.NAME.teacher) has cells that distil from another teacher")
             d_cell, _ = cell_config(cfg["distill"], st, name)
             if t is not None and any(n < t.depth for n in d_cell.train_steps):
                 raise ConfigError(f"params.yaml: study.cells.{name}.train_steps = {d_cell.train_steps}: each N must "
@@ -367,7 +370,7 @@ def check_stage(stage: str, params_file: str = "params.yaml") -> Dict[str, Any]:
     return cfg
 
 
-CELL_KEYS = ("free", "preset")  # cell keys that are not distill keys
+CELL_KEYS = ("free", "preset", "teacher")  # cell keys that are not distill keys
 EPOCH_KEYS = ("ce_from_epoch", "unfreeze_head_at")  # epoch-valued keys a preset's curriculum is given in
 
 
@@ -406,6 +409,8 @@ def cell_config(distill: Distill, study: Study, name: str) -> Tuple[Distill, boo
     free = ov.pop("free", False)
     if not isinstance(free, bool):
         raise ConfigError(f"params.yaml: study.cells.{name}.free = {free!r}: expected true or false")
+    if ov.pop("teacher", "study") != "study":
+        raise ConfigError(f"study.cells.{name}.teacher: 'study' (the study's own teacher) or left out")
     preset = ov.pop("preset", None)
     if preset is not None:
         ov = {**preset_overrides(preset, distill.epochs), **ov}
@@ -413,6 +418,12 @@ def cell_config(distill: Distill, study: Study, name: str) -> Tuple[Distill, boo
         return merged(distill, **ov), free
     except ConfigError as e:
         raise ConfigError(f"{e} (in study.cells.{name})") from None
+
+
+def study_teacher_cell(study: Study, name: str) -> bool:
+    """Whether cell `name` distils from its plan study's own teacher (cell key `teacher: study`) rather than
+    02_teacher's."""
+    return (study.cells.get(name) or {}).get("teacher") == "study"
 
 
 if __name__ == "__main__":  # python -m odevit.repro.config STAGE: validate before any work (dvc.yaml runs this first)

@@ -189,14 +189,15 @@ TEACHER_CKPT, DISTILL_CKPT = "checkpoints/02_teacher", "checkpoints/04_distill"
 
 
 def fit_teacher(model: nn.Module, base: Base, cfg: Teacher, train_loader: data.Loader,
-                evals: Dict[str, data.Loader]) -> List[Dict[str, float]]:
-    """Stage 02's training (also run by `torchrun … -m odevit.repro.run 02_teacher`): CE, checkpoints/02_teacher; `evals`
-    from `eval_loaders` (best.pt and early stopping on `base.select_on`)."""
+                evals: Dict[str, data.Loader], out_dir: str = TEACHER_CKPT) -> List[Dict[str, float]]:
+    """Stage 02's training (also run by `torchrun … -m odevit.repro.run 02_teacher`; a plan study's own teacher:
+    `study_teacher`): CE, checkpoints in `out_dir`; `evals` from `eval_loaders` (best.pt and early stopping on
+    `base.select_on`)."""
     if cfg.linear_probe:
         for n, p in model.named_parameters():
             p.requires_grad_(n.startswith("head."))
     return train.fit(model, train_loader, evals, objectives.cross_entropy(cfg.label_smoothing),
-                     train_config(base, cfg), TEACHER_CKPT, run_id=train.fingerprint(base, cfg))
+                     train_config(base, cfg), out_dir, run_id=train.fingerprint(base, cfg))
 
 
 def fit_free(model: ODEViT, base: Base, cfg: Distill, train_loader: data.Loader, evals: Dict[str, data.Loader],

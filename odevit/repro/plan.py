@@ -10,7 +10,9 @@ the runs it judges.
 A question is one pre-registered hypothesis: a statistic over the study's seeds (a paired difference of two cells, a
 difference of two metrics of one cell, or a cell's Acc@1 minus its teacher's), a test (superiority, non-inferiority,
 equivalence) with its margin and the margin's reason, a predicted direction and the paper's number with its source.
-Every question of a study belongs to the study's one family: its size is fixed here (Bonferroni at alpha / size; a
+A study may train its own teacher (`teacher`: training keys over params.yaml's teacher block; stage STUDY_teacher,
+`study_teacher`), from which its cells marked `teacher: study` distil. Every question of a study belongs to the
+study's one family: its size is fixed here (Bonferroni at alpha / size; a
 row without runs counts as not measured, never shrinking the family), so a verdict never moves because another row
 arrived. A run trained under one plan and judged under another (the study's hash changed) is *post hoc*.
 
@@ -39,8 +41,12 @@ DIRECTIONS = ("greater", "less", "none")
 KINDS = ("paired", "within", "teacher_gap")
 STATUSES = ("confirmatory", "exploratory")
 CONVERGENCE_RULES = ("full_schedule",)
-STUDY_KEYS = {"status", "family", "description", "budget", "cells", "seeds", "questions", "pilot_note", "base"}
+STUDY_KEYS = {"status", "family", "description", "budget", "cells", "seeds", "questions", "pilot_note", "base",
+              "teacher"}
 BUDGET_KEYS = {"train_limit", "epochs"}
+# a study's own teacher (stage STUDY_teacher, `odevit.repro.study_teacher`): its training keys, over params.yaml's
+# teacher block; its architecture stays the default teacher's (the students' width and depth come from it)
+TEACHER_KEYS = {"epochs", "lr", "weight_decay", "warmup", "cycles", "clip", "label_smoothing", "augment"}
 QUESTION_KEYS = {"id", "claim", "kind", "a", "b", "metric", "metric_b", "unit", "test", "direction", "null", "margin",
                  "margin_reason", "paper", "pilot", "exploratory"}
 POWER_MIN = 0.8  # the power every question of a confirmatory family must reach at the paper's effect
@@ -94,10 +100,19 @@ def check(plan: Dict[str, Any], path: str = PLAN_FILE) -> None:
         _need(set(b) == BUDGET_KEYS, f"{where}.budget must give exactly {sorted(BUDGET_KEYS)}")
         _need(isinstance(b["train_limit"], int) and b["train_limit"] >= 0, f"{where}.budget.train_limit: int >= 0")
         _need(isinstance(b["epochs"], int) and b["epochs"] > 0, f"{where}.budget.epochs: int > 0")
+        teacher = s.get("teacher")
+        _need(teacher is None or (isinstance(teacher, dict) and teacher and set(teacher) <= TEACHER_KEYS),
+              f"{where}.teacher: the study's own teacher, a non-empty dict of teacher training keys "
+              f"{sorted(TEACHER_KEYS)} (over params.yaml's teacher block)")
         cells = s.get("cells")
         _need(isinstance(cells, dict) and cells, f"{where}.cells: name -> distill overrides")
+        _need("teacher" not in cells, f"{where}.cells: 'teacher' names the study's teacher stage, not a cell")
         for c, ov in cells.items():
             _need(ov is None or isinstance(ov, dict), f"{where}.cells.{c}: expected a dict of distill keys")
+            if isinstance(ov, dict) and "teacher" in ov:
+                _need(ov["teacher"] == "study" and teacher is not None and not ov.get("free"),
+                      f"{where}.cells.{c}.teacher: 'study' (distil from the study's own teacher: needs the "
+                      "study's teacher block) in a distilled cell; leave it out for 02_teacher's teacher")
         seeds = s.get("seeds")
         _need(isinstance(seeds, list) and len(seeds) >= 2 and len(set(seeds)) == len(seeds)
               and all(isinstance(x, int) for x in seeds), f"{where}.seeds: a list of >= 2 distinct integers")
@@ -129,6 +144,10 @@ def _check_question(q: Any, cells: Dict[str, Any], where: str) -> None:
     _need(q["a"] in cells, f"{where}.a = '{q['a']}' is not one of the study's cells {list(cells)}")
     if q["kind"] == "paired":
         _need(q.get("b") in cells, f"{where}.b = '{q.get('b')}' is not one of the study's cells {list(cells)}")
+    if q["kind"] == "teacher_gap":
+        _need((cells[q["a"]] or {}).get("teacher") != "study",
+              f"{where}: a teacher_gap question is measured against 02_teacher's teacher; cell '{q['a']}' distils "
+              "from the study's own teacher")
     if q["kind"] == "within":
         _need(isinstance(q.get("metric_b"), str), f"{where}.metric_b: the metric subtracted within the cell")
     if q["test"] in ("non_inferiority", "equivalence"):

@@ -12,7 +12,8 @@ each metrics.json naming its `trained_together` seeds). A run whose
 metrics.json exists is finished and skipped. `--deadline S`: no run starts after S seconds and running ones are
 stopped (SIGTERM) at S; each resumes from its last.pt next time. `--commit` records each finished run in dvc.lock
 (`dvc commit`), after checking that it was trained by this code (its metrics.json's `source` = the training source's
-hash now) under this plan: a run made by other code is refused, never adopted.
+hash now) under this plan: a run made by other code is refused, never adopted. A study that trains its own teacher
+(plan.yaml: studies.STUDY.teacher) has it trained first (`study_teacher`, stage STUDY_teacher) and committed with it.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from tqdm import tqdm
 
 from . import pipeline
 from . import plan as plan_mod
-from . import train
+from . import study_teacher, train
 from .config import ConfigError
 from .study import cell_dir, cell_refusal
 
@@ -74,15 +75,22 @@ def groups(todo: List[Tuple[str, str, int]], together: int,
     return out
 
 
+def teachers(plan: dict, studies: List[str]) -> List[Tuple[str, str, Tuple[int, ...]]]:
+    """The unfinished teacher runs of the studies that train their own (`study_teacher`): (study, 'teacher', ())."""
+    return [(s, "teacher", ()) for s in studies if plan["studies"][s].get("teacher") and not study_teacher.finished(s)]
+
+
 def launch(study: str, cell: str, seeds: Tuple[int, ...], threads: int) -> subprocess.Popen:
-    """The stage command of (study, cell, seed), or of several seeds trained together; output to the first seed's
-    checkpoint folder's log.txt."""
-    ckpt = cell_dir("checkpoints", cell, seeds[0], study)
+    """The stage command of (study, cell, seed), of several seeds trained together, or of the study's own teacher
+    (cell 'teacher', no seeds); output to the first seed's (the teacher's) checkpoint folder's log.txt."""
+    ckpt = cell_dir("checkpoints", cell, seeds[0], study) if seeds else study_teacher.dirs(study)[0]
     os.makedirs(ckpt, exist_ok=True)
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), PYTHONUNBUFFERED="1")
     log = open(os.path.join(ckpt, "log.txt"), "a")
-    return subprocess.Popen([sys.executable, "-m", "odevit.repro.study", cell, *map(str, seeds), "--study", study],
-                            stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    cmd = (["odevit.repro.study", cell, *map(str, seeds), "--study", study] if seeds
+           else ["odevit.repro.study_teacher", study])
+    return subprocess.Popen([sys.executable, "-m", *cmd], stdout=log, stderr=subprocess.STDOUT, env=env,
+                            start_new_session=True)
 
 
 def run_all(todo: List[Tuple[str, str, Tuple[int, ...]]], jobs: int, threads: int, deadline: float) -> List[Tuple]:
@@ -135,6 +143,13 @@ def commit(plan: dict, studies: List[str]) -> List[str]:
     source = train.fingerprint()
     accepted = equivalent_sources(source)
     stages = []
+    for s in studies:  # a study's own teacher first: its cells' stages depend on it
+        if plan["studies"][s].get("teacher") and study_teacher.finished(s):
+            m = pipeline.read_json(f"{study_teacher.dirs(s)[1]}/metrics.json")
+            if m.get("source") not in accepted:
+                raise SystemExit(f"{study_teacher.stage(s)}: trained by other code (source {m.get('source')}, "
+                                 f"today's {source}): rerun it, never adopt it")
+            stages.append(study_teacher.stage(s))
     for s, c, seed in runs(plan, studies):
         if not finished(s, c, seed):
             continue
@@ -163,14 +178,25 @@ def main(argv: List[str] | None = None) -> int:
         if args.commit:
             print("\n".join(commit(plan, args.studies)) or "no finished run")
             return 0
+        first = teachers(plan, args.studies)
         todo = [r for r in runs(plan, args.studies) if not finished(*r)]
         procs = groups(todo, max(1, args.together), lambda s, c: cell_refusal(c, s))
     except (plan_mod.PlanError, ConfigError, train.CheckpointError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    t0 = time.time()
+    if first:  # the studies' own teachers, before any cell (some cells distil from them)
+        print(f"{len(first)} study teacher(s) to train first: {', '.join(s for s, _, _ in first)}", flush=True)
+        for s, _, _, rc in run_all(first, args.jobs, args.threads, args.deadline):
+            print(f"{study_teacher.stage(s)}: {'done' if rc == 0 else rc}", flush=True)
+            if rc != 0:
+                return 1  # its cells cannot run; its log says why
+    left = args.deadline - (time.time() - t0) if args.deadline > 0 else 0.0
+    if args.deadline > 0 and left <= 0:
+        return 0
     print(f"{len(todo)} runs to do in {len(procs)} processes, {args.jobs} at a time, {args.threads} threads each",
           flush=True)
-    for s, c, seeds, rc in run_all(procs, args.jobs, args.threads, args.deadline):
+    for s, c, seeds, rc in run_all(procs, args.jobs, args.threads, left):
         print(f"{s}@{c}-{'/'.join(map(str, seeds))}: {'done' if rc == 0 else rc}", flush=True)
     return 0
 

@@ -29,7 +29,7 @@ import pandas as pd
 import torch
 import torch.nn as nn
 
-from . import config, data, objectives, pipeline, provenance, train
+from . import config, data, objectives, pipeline, provenance, study_teacher, train
 from . import plan as plan_mod
 from .config import (CELL_KEYS, EPOCH_KEYS, SWITCH_KEYS, Base, ConfigError, Distill, Study, Teacher, cell_config,
                      preset_overrides)
@@ -80,8 +80,8 @@ def arch_kwargs(m: ODEViT) -> Dict[str, Any]:
                 mlp_drop=f.mlp.drop1.p)
 
 
-def load_teacher(b: Base, t: Teacher, device: torch.device) -> nn.Module:
-    return train.load_weights(pipeline.build_teacher(b, t), f"{pipeline.TEACHER_CKPT}/best.pt").to(device).eval()
+def load_teacher(b: Base, t: Teacher, device: torch.device, ckpt: str = pipeline.TEACHER_CKPT) -> nn.Module:
+    return train.load_weights(pipeline.build_teacher(b, t), f"{ckpt}/best.pt").to(device).eval()
 
 
 def read_teacher_distances(path: str = "results/02_teacher/distances.csv") -> List[float]:
@@ -138,7 +138,16 @@ def run_many(name: str, seeds: List[int], params_file: str = "params.yaml", stud
     why = together_refusal(d, cfg["base"], free)
     if len(seeds) > 1 and why:
         raise ConfigError(f"cell {name}: its seeds cannot be trained together ({why}): train one seed at a time")
-    distances = read_teacher_distances()
+    tcfg, tckpt, tdist, own = cfg["teacher"], pipeline.TEACHER_CKPT, "results/02_teacher/distances.csv", None
+    if study_name is not None and config.study_teacher_cell(study, name):  # the study's own teacher
+        _, tcfg, _, _ = study_teacher.configs(study_name, params_file, plan_file)
+        tckpt, own = study_teacher.dirs(study_name)
+        tdist = f"{own}/distances.csv"
+        if not study_teacher.finished(study_name):
+            raise ConfigError(f"cell {name} distils from study {study_name}'s own teacher, not trained yet: run "
+                              f"`python -m odevit.repro.study_teacher {study_name}` (stage "
+                              f"{study_teacher.stage(study_name)}) first")
+    distances = read_teacher_distances(tdist)
     c = pipeline.schedule(distances, d)
     bases, loaders, models, rngs, teacher = [], [], [], [], None
     for k, seed in enumerate(seeds):
@@ -146,7 +155,7 @@ def run_many(name: str, seeds: List[int], params_file: str = "params.yaml", stud
         device = pipeline.setup(b)  # seed s: init, data order, augmentation draws
         loaders.append(pipeline.data_loaders(b, augment=d.augment, train_limit=study.train_limit))
         lap("data", k)
-        t = load_teacher(b, cfg["teacher"], device)  # per seed, as `run` does: building it draws from the RNG
+        t = load_teacher(b, tcfg, device, tckpt)  # per seed, as `run` does: building it draws from the RNG
         teacher = t if teacher is None else teacher  # the same frozen weights: the first serves every seed
         models.append(build_cell(t, d, free))
         rngs.append(train._rng_state())  # what `fit` saves in last.pt when training draws nothing
@@ -167,7 +176,7 @@ def run_many(name: str, seeds: List[int], params_file: str = "params.yaml", stud
         if free:
             hists = pipeline.fit_free_many(models, bases, d, trs, evals, ckpts, times=phs, rngs=rngs)
         else:
-            hists = pipeline.fit_student_many(models, teacher, c, bases, cfg["teacher"], d, trs, evals, ckpts, times=phs,
+            hists = pipeline.fit_student_many(models, teacher, c, bases, tcfg, d, trs, evals, ckpts, times=phs,
                                          schedules=pipeline.step_schedules(distances, d), rngs=rngs)
         lap("write")  # the fit: its loops and evaluations are taken from the histories below, the rest checkpointing
         # the fit's checkpointing: its wall minus the loops and evaluations the histories hold (resumed_s: epochs
@@ -197,6 +206,8 @@ def run_many(name: str, seeds: List[int], params_file: str = "params.yaml", stud
             m["trained_together"] = [int(s) for s in seeds]
         if study_name is not None:
             m.update(study=study_name, plan_hash=plan_hash, precision=bases[k].precision)
+        if own is not None:
+            m["teacher_run"] = own  # its metrics.json: the teacher's Acc@1, plan hash, provenance
         pipeline.write_csv(pd.DataFrame(hist), f"{outs[k]}/history.csv")
         pipeline.write_json(m, f"{outs[k]}/metrics.json")
         lap("write", k)

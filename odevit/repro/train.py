@@ -207,7 +207,7 @@ def _set_rng_state(st: Dict[str, Any]) -> None:
 # report, the README or a plot leaves an interrupted run resumable
 TRAINING_SOURCES = ("repro/config.py", "repro/data.py", "repro/distributed.py", "repro/objectives.py", "repro/plan.py",
                     "repro/provenance.py",
-                    "repro/pipeline.py", "repro/precision.py", "repro/study.py", "repro/train.py")
+                    "repro/pipeline.py", "repro/precision.py", "repro/study.py", "repro/study_teacher.py", "repro/train.py")
 
 
 def history_seconds(history: Sequence[Dict[str, float]]) -> float:
@@ -290,6 +290,8 @@ class Run:
     best: float = -1.0
     start: int = 0
     params: Optional[List[torch.Tensor]] = None
+    named: Optional[Dict[str, torch.Tensor]] = None  # every parameter by name, frozen too (vmap's stacked inputs)
+    buffers: Optional[Dict[str, torch.Tensor]] = None
 
 
 def new_run(model: nn.Module, loader: Any, eval_loaders: Any, cfg: TrainConfig, device: torch.device,
@@ -311,7 +313,9 @@ def new_run(model: nn.Module, loader: Any, eval_loaders: Any, cfg: TrainConfig, 
     # with another `study.train_limit`, whose checkpoints DVC keeps as persistent outputs) must not be resumed
     rid = f"{run_id}/{getattr(loader, 'n', '?')} images/{len(loader)} batches"
     last = os.path.join(out_dir, "last.pt") if out_dir else None
-    return Run(model, loader, evals, opt, sched, rid, last, out_dir, times, rng, [], params=params)
+    return Run(model, loader, evals, opt, sched, rid, last, out_dir, times, rng, [], params=params,
+               named=dict(model.named_parameters()), buffers=dict(model.named_buffers()))  # the same tensors all
+    # run long: the curriculum only flips requires_grad, and resuming loads weights in place
 
 
 def train_step(objective: Objective, runs: Sequence[Run], batch: Sequence[Tuple[torch.Tensor, ...]], epoch: int,
@@ -406,8 +410,9 @@ def fit_many(
     in use (batched matrix products sum in another order, and attention runs as an explicit softmax: in fp32 ~1e-6
     a step, tests/test_fit_many.py; under bf16 autocast, bf16's rounding, which grows over training), and writes the
     same files, so either path resumes the other's last.pt. A history row's epoch_time_s is the model's share of
-    the shared loop (its wall / K: sums over runs stay right), img_per_s the loop's images/s, all K models. K > 1 needs patience 0 (every model runs the whole schedule), one process
-    (no torchrun) and an objective that draws no random numbers (vmap refuses dropout and drawn step counts);
+    the shared loop (its wall / K: sums over runs stay right), img_per_s the loop's images/s, all K models. K > 1
+    needs patience 0 (every model runs the whole schedule), one process (no torchrun) and an objective that draws no
+    random numbers (vmap refuses dropout and drawn step counts);
     `rngs[k]` is the RNG state saved in model k's last.pt (the state after its initialisation, as `fit` saves
     when training draws nothing). Returns one history per model."""
     K = len(models)
@@ -545,11 +550,8 @@ def _batched_objective(objective: Objective, runs: Sequence[Run], step: Sequence
     y = torch.stack([s[1] for s in step]).to(device, non_blocking=True)
     idx = torch.stack([s[2] for s in step])
     template = runs[0].model
-    names = [n for n, _ in template.named_parameters()]
-    per = [dict(r.model.named_parameters()) for r in runs]
-    params = {n: torch.stack([p[n] for p in per]) for n in names}  # differentiable: grads reach each model's own
-    bufs = [dict(r.model.named_buffers()) for r in runs]
-    buffers = {n: torch.stack([b[n] for b in bufs]) for n in bufs[0]}
+    params = {n: torch.stack([r.named[n] for r in runs]) for n in runs[0].named}  # differentiable: grads reach
+    buffers = {n: torch.stack([r.buffers[n] for r in runs]) for n in runs[0].buffers}  # each model's own .grad
 
     def one(p: Dict[str, torch.Tensor], b: Dict[str, torch.Tensor], xk: torch.Tensor, yk: torch.Tensor,
             ik: torch.Tensor) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
