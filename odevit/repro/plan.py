@@ -42,7 +42,11 @@ KINDS = ("paired", "within", "teacher_gap")
 STATUSES = ("confirmatory", "exploratory")
 CONVERGENCE_RULES = ("full_schedule",)
 STUDY_KEYS = {"status", "family", "description", "budget", "cells", "seeds", "questions", "pilot_note", "base",
-              "teacher"}
+              "teacher", "convergence"}
+# where rules.convergence is applied: `run` (default) = a row needs every run of its cells converged; `cell_mean` = each
+# of its cells' runs' mean last-quarter gain below their mean threshold (a borderline run of many no longer voids a
+# row by itself; a cell whose runs still learn does)
+CONVERGENCE_LEVELS = ("run", "cell_mean")
 BUDGET_KEYS = {"train_limit", "epochs"}
 # a study's own teacher (stage STUDY_teacher, `odevit.repro.study_teacher`): its training keys, over params.yaml's
 # teacher block; its architecture stays the default teacher's (the students' width and depth come from it)
@@ -116,6 +120,8 @@ def check(plan: Dict[str, Any], path: str = PLAN_FILE) -> None:
         seeds = s.get("seeds")
         _need(isinstance(seeds, list) and len(seeds) >= 2 and len(set(seeds)) == len(seeds)
               and all(isinstance(x, int) for x in seeds), f"{where}.seeds: a list of >= 2 distinct integers")
+        _need(s.get("convergence", "run") in CONVERGENCE_LEVELS,
+              f"{where}.convergence must be one of {CONVERGENCE_LEVELS} (where rules.convergence is applied)")
         base = s.get("base") or {}
         _need(set(base) <= {"precision"}, f"{where}.base: only 'precision' may be set per study")
         qs = s.get("questions")

@@ -787,7 +787,8 @@ def plan_verdicts(root: str = ".") -> str:
                f"({100 * t['acc1']:.2f} % test Acc@1); the student is the ODE of its width, trained at N = "
                f"{prm['distill']['num_steps']} solver steps; \"free\" is that ODE trained from scratch.\nEach question is tested at α = {plan['rules']['alpha']:g} / the number of questions of its "
                "study (\"α each\").\n*Not converged*: a run it rests on still gained one validation standard error "
-               f"({runs.threshold_pts.min():.2f}–{runs.threshold_pts.max():.2f} pt by run) or more in the last quarter of its schedule; the row shows numbers, "
+               f"({runs.threshold_pts.min():.2f}–{runs.threshold_pts.max():.2f} pt by run) or more in the last quarter of its schedule "
+               "(in a study with `convergence: cell_mean`: a cell's runs did on average); the row shows numbers, "
                "no verdict.\n*Post hoc* marks a row whose plan changed after its runs "
                f"({post} {'does' if post == 1 else 'do'}).")
     figure = "![the plan's verdicts, one panel per study](results/evidence/verdicts.png)"
@@ -842,8 +843,10 @@ def key_findings(root: str = ".") -> str:
                       if q == q2 and st2 != st and limit[st] == limit[st2] and c.loc[(st, q)].n == 0
                       and c.loc[(st2, q2)].verdict == "not converged"})
     if pending:
-        out.append("Planned and not run yet, asking the not-converged questions again with a longer schedule: "
-                   + ", ".join(f"{p} ({plan['studies'][p]['budget']['epochs']} epochs)" for p in pending) + ".")
+        out.append("Planned and not run yet, asking the not-converged questions again: " + ", ".join(
+            f"{p} ({plan['studies'][p]['budget']['epochs']} epochs"
+            + (", convergence judged per cell" if plan["studies"][p].get("convergence") == "cell_mean" else "") + ")"
+            for p in pending) + ".")
     return ("\n".join(out) + "\n\nEach row: mean over paired seeds [interval at its study's α each] and the verdict on "
             "the direction the plan predicts (the paper's; for ours, ours). *not converged*: a run the row rests on was "
             "still improving at the end of its schedule, so the row gives numbers and no verdict. Rows, seeds and runs "

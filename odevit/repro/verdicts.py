@@ -7,7 +7,8 @@ its mean, SD and interval at the question's level (alpha / the family's fixed si
 (plan.yaml `rules.verdict`). A row says
   *not measured*   no run of its cells yet;            *incomplete*     fewer seeds finished than the plan fixes;
   *not converged*  a run failed the plan's rule (the best validation Acc@1 of the last `window_frac` of epochs beat
-                   the best before by >= `se_multiple` standard errors of the validation set);
+                   the best before by >= `se_multiple` standard errors of the validation set); in a study with
+                   `convergence: cell_mean`, a cell's runs failed it on average (`row_converged`);
   and *post hoc* beside its verdict when a run was trained under another version of its study's plan (its recorded
   plan hash differs from the plan's now).
 A question with `exploratory: DIR` also gets a row computed by the same code from the committed exploratory runs of
@@ -163,6 +164,16 @@ def judge(plan: Dict[str, Any], name: str, results: str = "results", teacher_acc
     return pd.DataFrame(rows)
 
 
+def row_converged(used: pd.DataFrame, level: str = "run") -> bool:
+    """Whether a row's runs pass the plan's convergence rule at the study's level (plan.CONVERGENCE_LEVELS): `run` =
+    every run converged; `cell_mean` = in each cell the runs' mean last-quarter gain is below their mean threshold
+    (a run without a gain, under 2 epochs, fails its cell)."""
+    if level == "run":
+        return bool(used.converged.all())
+    return all(g.gain_last_pts.notna().all() and g.gain_last_pts.mean() < g.threshold_pts.mean()
+               for _, g in used.groupby("cell"))
+
+
 def _teacher_acc1(results: str) -> float:
     path = os.path.join(results, "02_teacher/metrics.json")
     return 100 * pipeline.read_json(path)["acc1"] if os.path.isfile(path) else math.nan
@@ -180,7 +191,7 @@ def _row(plan: Dict[str, Any], name: str, q: Dict[str, Any], runs: pd.DataFrame,
         verdict = NOT_MEASURED
     elif e["n"] < planned:
         verdict = f"{INCOMPLETE} ({e['n']} of {planned} seeds)"
-    elif not used.converged.all():
+    elif not row_converged(used, s.get("convergence", "run")):
         verdict = NOT_CONVERGED
     else:
         verdict = e["verdict"]
