@@ -62,6 +62,10 @@ def test_hash_moves_with_the_study_block_only(committed):
     (lambda p: p["studies"]["confirm_1k"].update(seeds=[1, 2]), "power"),  # 2 seeds: not powered, no note
     (lambda p: p["studies"]["confirm_1k"]["budget"].pop("epochs"), "budget"),
     (lambda p: p["studies"]["teacher_strength_3k"]["teacher"].update(depth=12), "teacher training keys"),
+    (lambda p: p["studies"]["teacher_strength_3k"]["teacher"].update(epochs=0), "teacher: epochs"),
+    (lambda p: p["studies"]["teacher_strength_3k"]["teacher"].update(augment="yes"), "teacher: augment"),
+    (lambda p: p["studies"]["teacher_strength_3k"]["cells"].update(
+        ref_strong={"tau": 15.0}, ce_strong={"ce_weight": 1.0}), "no cell distils from it"),
     (lambda p: p["studies"]["teacher_strength_3k"].pop("teacher"), "_strong.teacher: .study. .distil"),  # no teacher to use
     (lambda p: p["studies"]["confirm_1k"]["cells"]["ref"].update(teacher="study"), "cells.ref.teacher"),
     (lambda p: p["studies"]["teacher_strength_3k"]["cells"]["ref_strong"].update(teacher="other"), "'study'"),

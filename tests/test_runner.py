@@ -36,3 +36,15 @@ def test_seeds_of_a_cell_are_grouped_by_the_epoch_they_resume_from(monkeypatch):
     # a cell whose seeds cannot share a process (e.g. drawn step counts) runs one seed per process
     assert runner.groups(todo, 3, lambda s, c: "train_steps" if c == "free" else None) == [
         ("s", "ref", (1, 2, 4)), ("s", "free", (1,)), ("s", "free", (2,)), ("s", "ref", (3,))]
+
+
+def test_cells_select_part_of_a_study_and_unknown_cells_fail():
+    plan = P.load("plan.yaml")
+    todo = runner.runs(plan, ["ablations_3k"], ["ref", "mlp4"])
+    assert {c for _, c, _ in todo} == {"ref", "mlp4"} and len(todo) == 2 * len(plan["studies"]["ablations_3k"]["seeds"])
+    with pytest.raises(P.PlanError, match="'nope' is not a cell"):
+        runner.runs(plan, ["ablations_3k"], ["nope"])
+
+
+def test_an_unknown_study_is_one_clean_error(capsys):
+    assert runner.main(["nope"]) == 2 and "not one of" in capsys.readouterr().err

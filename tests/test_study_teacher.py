@@ -46,8 +46,16 @@ def test_a_study_teacher_cell_waits_for_its_teacher_then_distils_from_it(work):
     assert want != pipeline.schedule([30.0, 1.0], d)  # the file decides the schedule
     m = study.run("ref_strong", 0, study_name=STUDY)
     assert m["teacher_run"] == f"results/studies/{STUDY}/teacher" and m["checkpoints"] == want
+    assert m["teacher_sha256"] == study_teacher.identity(STUDY)
     with pytest.raises(FileNotFoundError, match="02_teacher"):  # ref reads 02_teacher's teacher
         study.run("ref", 0, study_name=STUDY)
+    # the plan's teacher block edited after its teacher was trained: that teacher no longer counts
+    plan = yaml.safe_load((work / "plan.yaml").read_text())
+    plan["studies"][STUDY]["teacher"]["lr"] = 5e-4
+    (work / "plan.yaml").write_text(yaml.safe_dump(plan))
+    assert not study_teacher.finished(STUDY) and runner.teachers(P.load(), [STUDY]) == [(STUDY, "teacher", ())]
+    with pytest.raises(config.ConfigError, match="earlier teacher block"):
+        study.run("ref_strong", 1, study_name=STUDY)
 
 
 def test_the_teacher_of_a_study_without_one_is_an_error(work):

@@ -242,10 +242,10 @@ def fit_student_many(students: List[ODEViT], teacher: nn.Module, checkpoints: Se
                      evals: List[Dict[str, data.Loader]], out_dirs: List[str],
                      times: Optional[List[Optional[Dict[str, float]]]] = None,
                      schedules: Optional[Dict[int, List[int]]] = None,
-                     rngs: Optional[List[Dict[str, Any]]] = None) -> List[List[Dict[str, float]]]:
+                     rngs: Optional[List[Dict[str, Any]]] = None, teacher_id: str = "") -> List[List[Dict[str, float]]]:
     """`fit_student` of one cell's seeds (base k = seed k), trained together when more than one (`train.fit_many`).
     The teacher's cached states serve every seed: they are indexed by sample, and every seed trains on the same
-    images (checked), in its own order."""
+    images (checked), in its own order. `teacher_id` (a study teacher's weights hash) joins the run ids."""
 
     def curriculum(epoch: int, model: nn.Module) -> None:
         if cfg.unfreeze_head_at >= 0 and epoch == cfg.unfreeze_head_at:
@@ -262,7 +262,8 @@ def fit_student_many(students: List[ODEViT], teacher: nn.Module, checkpoints: Se
         if t is not None and times[0] is not None and "teacher_cache" in times[0]:
             t["teacher_cache"] = times[0]["teacher_cache"]
     return train.fit_many(students, train_loaders, evals, obj, train_config(bases[0], cfg), out_dirs,
-                          on_epoch=curriculum, run_ids=[train.fingerprint(b, tcfg, cfg, list(checkpoints))
+                          on_epoch=curriculum, run_ids=[train.fingerprint(b, tcfg, cfg, list(checkpoints),
+                                                                          *([teacher_id] if teacher_id else []))
                                                         for b in bases], times=times, rngs=rngs)
 
 

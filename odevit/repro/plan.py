@@ -33,7 +33,7 @@ from typing import Any, Dict, List, Optional
 import pandas as pd
 from scipy import stats as st
 
-from .config import read_yaml
+from .config import ConfigError, parse, read_yaml
 
 PLAN_FILE = "plan.yaml"
 TESTS = ("superiority", "non_inferiority", "equivalence")
@@ -108,6 +108,11 @@ def check(plan: Dict[str, Any], path: str = PLAN_FILE) -> None:
         _need(teacher is None or (isinstance(teacher, dict) and teacher and set(teacher) <= TEACHER_KEYS),
               f"{where}.teacher: the study's own teacher, a non-empty dict of teacher training keys "
               f"{sorted(TEACHER_KEYS)} (over params.yaml's teacher block)")
+        if teacher is not None:
+            try:  # the values, as params.yaml's teacher block checks them
+                parse("teacher", teacher)
+            except ConfigError as e:
+                raise PlanError(f"{where}.teacher: {str(e).replace('params.yaml: teacher.', '')}") from None
         cells = s.get("cells")
         _need(isinstance(cells, dict) and cells, f"{where}.cells: name -> distill overrides")
         _need("teacher" not in cells, f"{where}.cells: 'teacher' names the study's teacher stage, not a cell")
@@ -117,6 +122,8 @@ def check(plan: Dict[str, Any], path: str = PLAN_FILE) -> None:
                 _need(ov["teacher"] == "study" and teacher is not None and not ov.get("free"),
                       f"{where}.cells.{c}.teacher: 'study' (distil from the study's own teacher: needs the "
                       "study's teacher block) in a distilled cell; leave it out for 02_teacher's teacher")
+        _need(teacher is None or any((ov or {}).get("teacher") == "study" for ov in cells.values()),
+              f"{where}.teacher: no cell distils from it (mark one `teacher: study`), so it would be trained for nothing")
         seeds = s.get("seeds")
         _need(isinstance(seeds, list) and len(seeds) >= 2 and len(set(seeds)) == len(seeds)
               and all(isinstance(x, int) for x in seeds), f"{where}.seeds: a list of >= 2 distinct integers")

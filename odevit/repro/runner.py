@@ -4,6 +4,7 @@
     python -m odevit.repro.runner confirm_55k --jobs 12 --threads 1 --deadline 540   # on a GPU machine (no DVC there)
     python -m odevit.repro.runner confirm_55k --together 5 --jobs 3          # GPU: a cell's 5 seeds in one process
     python -m odevit.repro.runner confirm_55k --commit                       # here: `dvc commit` the finished runs
+    python -m odevit.repro.runner ablations_3k --cells ref,parallel --together 16   # part of a study (one session)
 
 Each run is its stage's own command (`python -m odevit.repro.study CELL SEED --study STUDY`), so what it writes is
 what `dvc repro STUDY@CELL-SEED` writes; its output goes to checkpoints/studies/STUDY/CELL/sSEED/log.txt. With
@@ -35,14 +36,19 @@ from .config import ConfigError
 from .study import cell_dir, cell_refusal
 
 
-def runs(plan: dict, studies: List[str]) -> List[Tuple[str, str, int]]:
-    """(study, cell, seed) of the given studies, longest budgets first (they bound the wall time)."""
+def runs(plan: dict, studies: List[str], cells: Optional[List[str]] = None) -> List[Tuple[str, str, int]]:
+    """(study, cell, seed) of the given studies, longest budgets first (they bound the wall time); `cells`: only
+    these cells (each must be a cell of one of the studies), e.g. to split a study over machine sessions."""
     for s in studies:
         if s not in plan["studies"]:
             raise plan_mod.PlanError(f"plan: study '{s}' is not one of {list(plan['studies'])}")
+    known = {c for s in studies for c in plan["studies"][s]["cells"]}
+    for c in cells or []:
+        if c not in known:
+            raise plan_mod.PlanError(f"--cells: '{c}' is not a cell of {', '.join(studies)} ({sorted(known)})")
     cost = lambda s: (plan["studies"][s]["budget"]["train_limit"] or 55000) * plan["studies"][s]["budget"]["epochs"]
     return [(s, c, seed) for s in sorted(studies, key=cost, reverse=True)
-            for seed in plan["studies"][s]["seeds"] for c in plan["studies"][s]["cells"]]
+            for seed in plan["studies"][s]["seeds"] for c in plan["studies"][s]["cells"] if not cells or c in cells]
 
 
 def finished(study: str, cell: str, seed: int) -> bool:
@@ -76,7 +82,8 @@ def groups(todo: List[Tuple[str, str, int]], together: int,
 
 
 def teachers(plan: dict, studies: List[str]) -> List[Tuple[str, str, Tuple[int, ...]]]:
-    """The unfinished teacher runs of the studies that train their own (`study_teacher`): (study, 'teacher', ())."""
+    """The teacher runs to do of the studies that train their own (`study_teacher`; not finished under the plan's
+    teacher block as it is now): (study, 'teacher', ())."""
     return [(s, "teacher", ()) for s in studies if plan["studies"][s].get("teacher") and not study_teacher.finished(s)]
 
 
@@ -172,14 +179,17 @@ def main(argv: List[str] | None = None) -> int:
     ap.add_argument("--together", type=int, default=1,
                     help="seeds of one cell trained together in one process (study.run_many; a GPU's fast path)")
     ap.add_argument("--commit", action="store_true", help="dvc commit the finished runs (checked) instead of running")
+    ap.add_argument("--cells", default="", help="comma-separated: only these cells' runs (e.g. half a study per session)")
     args = ap.parse_args(argv)
     try:
         plan = plan_mod.load()
         if args.commit:
             print("\n".join(commit(plan, args.studies)) or "no finished run")
             return 0
-        first = teachers(plan, args.studies)
-        todo = [r for r in runs(plan, args.studies) if not finished(*r)]
+        cells = [c for c in args.cells.split(",") if c]
+        todo = [r for r in runs(plan, args.studies, cells) if not finished(*r)]  # checks the study names first
+        taught = {(s, c) for s, c, _ in todo if (plan["studies"][s]["cells"][c] or {}).get("teacher") == "study"}
+        first = [t for t in teachers(plan, args.studies) if any(s == t[0] for s, _ in taught)]
         procs = groups(todo, max(1, args.together), lambda s, c: cell_refusal(c, s))
     except (plan_mod.PlanError, ConfigError, train.CheckpointError) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -189,8 +199,8 @@ def main(argv: List[str] | None = None) -> int:
         print(f"{len(first)} study teacher(s) to train first: {', '.join(s for s, _, _ in first)}", flush=True)
         for s, _, _, rc in run_all(first, args.jobs, args.threads, args.deadline):
             print(f"{study_teacher.stage(s)}: {'done' if rc == 0 else rc}", flush=True)
-            if rc != 0:
-                return 1  # its cells cannot run; its log says why
+            if rc != 0:  # stopped at the deadline (resumes next time) or failed (its log says why): its cells wait
+                procs = [p for p in procs if not (p[0] == s and (p[0], p[1]) in taught)]
     left = args.deadline - (time.time() - t0) if args.deadline > 0 else 0.0
     if args.deadline > 0 and left <= 0:
         return 0

@@ -125,6 +125,7 @@ def run_many(name: str, seeds: List[int], params_file: str = "params.yaml", stud
 
     if len(set(seeds)) != len(seeds) or not seeds:
         raise ConfigError(f"seeds {seeds}: give each seed once")
+    source = train.fingerprint()  # the code this process trains with, even if the checkout changes meanwhile
     cfg = config.check_stage("cell", params_file)
     plan_hash = None
     if study_name is not None:
@@ -139,14 +140,16 @@ def run_many(name: str, seeds: List[int], params_file: str = "params.yaml", stud
     if len(seeds) > 1 and why:
         raise ConfigError(f"cell {name}: its seeds cannot be trained together ({why}): train one seed at a time")
     tcfg, tckpt, tdist, own = cfg["teacher"], pipeline.TEACHER_CKPT, "results/02_teacher/distances.csv", None
+    tid = ""  # the study teacher's identity (its best.pt's hash), part of the run ids of the cells it teaches
     if study_name is not None and config.study_teacher_cell(study, name):  # the study's own teacher
         _, tcfg, _, _ = study_teacher.configs(study_name, params_file, plan_file)
         tckpt, own = study_teacher.dirs(study_name)
         tdist = f"{own}/distances.csv"
-        if not study_teacher.finished(study_name):
-            raise ConfigError(f"cell {name} distils from study {study_name}'s own teacher, not trained yet: run "
-                              f"`python -m odevit.repro.study_teacher {study_name}` (stage "
-                              f"{study_teacher.stage(study_name)}) first")
+        if not study_teacher.finished(study_name, params_file, plan_file):
+            raise ConfigError(f"cell {name} distils from study {study_name}'s own teacher, not trained yet (or "
+                              f"trained under an earlier teacher block): run `python -m odevit.repro.study_teacher "
+                              f"{study_name}` (stage {study_teacher.stage(study_name)}) first")
+        tid = study_teacher.identity(study_name)
     distances = read_teacher_distances(tdist)
     c = pipeline.schedule(distances, d)
     bases, loaders, models, rngs, teacher = [], [], [], [], None
@@ -177,7 +180,8 @@ def run_many(name: str, seeds: List[int], params_file: str = "params.yaml", stud
             hists = pipeline.fit_free_many(models, bases, d, trs, evals, ckpts, times=phs, rngs=rngs)
         else:
             hists = pipeline.fit_student_many(models, teacher, c, bases, tcfg, d, trs, evals, ckpts, times=phs,
-                                         schedules=pipeline.step_schedules(distances, d), rngs=rngs)
+                                         schedules=pipeline.step_schedules(distances, d), rngs=rngs,
+                                         teacher_id=tid)
         lap("write")  # the fit: its loops and evaluations are taken from the histories below, the rest checkpointing
         # the fit's checkpointing: its wall minus the loops and evaluations the histories hold (resumed_s: epochs
         # not run here) and the teacher cache; seeds trained together each get their share (1/K) of shared phases
@@ -201,13 +205,13 @@ def run_many(name: str, seeds: List[int], params_file: str = "params.yaml", stud
                  encoder_params=model.encoder_params(), params_m=pipeline.params_m(model),
                  trainable_params_m=pipeline.params_m(model, True), epochs=d.epochs, train_images=tr.n,
                  val_images=va.n if va is not None else 0, **pipeline.run_summary(hist, bases[k], d),
-                 provenance=mons[k].summary(), source=train.fingerprint())  # source: the training code's hash
+                 provenance=mons[k].summary(), source=source)  # source: the training code's hash at the start
         if len(seeds) > 1:
             m["trained_together"] = [int(s) for s in seeds]
         if study_name is not None:
             m.update(study=study_name, plan_hash=plan_hash, precision=bases[k].precision)
         if own is not None:
-            m["teacher_run"] = own  # its metrics.json: the teacher's Acc@1, plan hash, provenance
+            m.update(teacher_run=own, teacher_sha256=tid)  # its metrics.json: the teacher's Acc@1, plan hash, ...
         pipeline.write_csv(pd.DataFrame(hist), f"{outs[k]}/history.csv")
         pipeline.write_json(m, f"{outs[k]}/metrics.json")
         lap("write", k)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import os
 import sys
 import time
@@ -37,8 +38,23 @@ def stage(study: str) -> str:
     return f"{study}_teacher"
 
 
-def finished(study: str) -> bool:
-    return os.path.isfile(f"{dirs(study)[1]}/metrics.json")
+def finished(study: str, params_file: str = "params.yaml", plan_file: str = plan_mod.PLAN_FILE) -> bool:
+    """Whether the study's teacher is trained under its plan block as it is now: its metrics.json exists and records
+    the teacher config and precision the plan gives today. A teacher of an earlier block is not finished: the runner
+    trains it again and the cells refuse it."""
+    path = f"{dirs(study)[1]}/metrics.json"
+    if not os.path.isfile(path):
+        return False
+    b, t, _, _ = configs(study, params_file, plan_file)
+    m = pipeline.read_json(path)
+    return m.get("teacher") == dataclasses.asdict(t) and m.get("precision") == b.precision
+
+
+def identity(study: str) -> str:
+    """sha256 (16 hex digits) of the study teacher's best.pt: part of its students' run ids and metrics, so that a
+    student never resumes, or is recorded, against another training of the same teacher config."""
+    with open(f"{dirs(study)[0]}/best.pt", "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()[:16]
 
 
 def configs(study: str, params_file: str = "params.yaml", plan_file: str = plan_mod.PLAN_FILE
@@ -62,6 +78,7 @@ def run(study: str, params_file: str = "params.yaml", plan_file: str = plan_mod.
     start = pipeline.process_start()
     ph: Dict[str, float] = {"startup": time.time() - start}
     clock = time.perf_counter()
+    source = train.fingerprint()  # the code this process trains with, even if the checkout changes meanwhile
     b, t, d, plan_hash = configs(study, params_file, plan_file)
     device = pipeline.setup(b)
     ckpt, out = dirs(study)
@@ -81,7 +98,7 @@ def run(study: str, params_file: str = "params.yaml", plan_file: str = plan_mod.
     metrics.update(**pipeline.run_summary(hist, b, t), study=study, plan_hash=plan_hash, precision=b.precision,
                    teacher=dataclasses.asdict(t), params_m=pipeline.params_m(model), epochs=t.epochs,
                    train_images=tr.n, val_images=va.n if va is not None else 0, provenance=mon.summary(),
-                   source=train.fingerprint())
+                   source=source)
     pipeline.write_csv(pd.DataFrame(hist), f"{out}/history.csv")
     pipeline.write_csv(pd.DataFrame({"layer": range(1, len(dist) + 1), "distance": dist}), f"{out}/distances.csv")
     pipeline.write_json(pipeline.timing(ph, hist, start), f"{out}/timing.json")

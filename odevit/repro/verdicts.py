@@ -166,12 +166,13 @@ def judge(plan: Dict[str, Any], name: str, results: str = "results", teacher_acc
 
 def row_converged(used: pd.DataFrame, level: str = "run") -> bool:
     """Whether a row's runs pass the plan's convergence rule at the study's level (plan.CONVERGENCE_LEVELS): `run` =
-    every run converged; `cell_mean` = in each cell the runs' mean last-quarter gain is below their mean threshold
-    (a run without a gain, under 2 epochs, fails its cell)."""
+    every run converged; `cell_mean` = in each cell the runs' mean last-quarter gain, a loss counted as no gain
+    (max(gain, 0): runs that fell cannot hide runs still learning), is below their mean threshold (a run without a
+    gain or threshold, under 2 epochs, fails its cell). Exploratory rows are judged per run (their recorded rule)."""
     if level == "run":
         return bool(used.converged.all())
-    return all(g.gain_last_pts.notna().all() and g.gain_last_pts.mean() < g.threshold_pts.mean()
-               for _, g in used.groupby("cell"))
+    return all(g.gain_last_pts.notna().all() and g.threshold_pts.notna().all()
+               and g.gain_last_pts.clip(lower=0).mean() < g.threshold_pts.mean() for _, g in used.groupby("cell"))
 
 
 def _teacher_acc1(results: str) -> float:
@@ -191,7 +192,7 @@ def _row(plan: Dict[str, Any], name: str, q: Dict[str, Any], runs: pd.DataFrame,
         verdict = NOT_MEASURED
     elif e["n"] < planned:
         verdict = f"{INCOMPLETE} ({e['n']} of {planned} seeds)"
-    elif not row_converged(used, s.get("convergence", "run")):
+    elif not row_converged(used, s.get("convergence", "run") if status != "exploratory" else "run"):
         verdict = NOT_CONVERGED
     else:
         verdict = e["verdict"]
