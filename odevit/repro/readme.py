@@ -228,10 +228,20 @@ def weights_table(root: str = ".") -> str:
 def weights_summary(root: str = ".") -> str:
     """The README's short table of the published tags: name, what, the Acc@1 `evaluate` reproduces, where from."""
     half = _half_label(root)
+    rows = _weights_rows(root)
     df = pd.DataFrame([{"tag": f"`{r['tag']}`", "Acc@1": f"{100 * r['e']['metrics']['acc1']:.2f} %",
                         half: "–" if r["half"] is None else f"{100 * r['half']:.2f} %",
-                        "from": _weights_source(r)} for r in _weights_rows(root)])
-    return to_markdown(df)
+                        "from": _weights_source(r)} for r in rows])
+    differ = []  # a run trained and scored on a GPU, reloaded and scored here on the CPU: a test image may flip
+    for r in rows:
+        mf = r["e"].get("metrics_file")
+        if mf and os.path.isfile(os.path.join(root, mf)):
+            own = _json(os.path.join(root, mf))["acc1"]
+            if abs(own - r["e"]["metrics"]["acc1"]) > 1e-9:
+                differ.append(f"`{r['tag']}` {100 * own:.2f} % in its run's `{mf}`")
+    note = ("\n\nAcc@1 as the publish stage reloads and scores each tag on its machine; where the run scored itself "
+            "on another (a GPU), the two differ by a test image or two: " + "; ".join(differ) + ".") if differ else ""
+    return to_markdown(df) + note
 
 
 def dynamics_summary(root: str = ".") -> str:
@@ -759,16 +769,17 @@ def plan_verdicts(root: str = ".") -> str:
         ci = "" if pd.isna(r.ci_low) else f" [{r.ci_low:+.2f}, {r.ci_high:+.2f}]"
         return f"{r['mean']:+.2f}{ci} {r.unit}, n = {r.n}: **{r.verdict}**"
 
-    rows = ["| study | question | test | confirmatory (fresh seeds, this plan) | exploratory (seeds 0-2, rules chosen after) |",
-            "|---|---|---|---|---|"]
+    rows = ["| study | question | test | confirmatory (fresh seeds, this plan) | exploratory (seeds 0-2, rules chosen after; "
+            "judged here by this plan) | replicated? |", "|---|---|---|---|---|---|"]
     for (study, q), g in c.groupby(["study", "question"], sort=False):
         conf = g[g.status != "exploratory"]
         expl = g[g.status == "exploratory"]
         r0 = g.iloc[0]
         test = r0.test.replace("_", "-") + ("" if pd.isna(r0.margin) else f" ±{r0.margin:g}" if r0.test == "equivalence"
                                             else f" (margin {r0.margin:g})")
+        rep = replication(conf.iloc[0].verdict, expl.iloc[0].verdict) if len(conf) and len(expl) else "–"
         rows.append(f"| {study} | {r0.claim} (`{q}`) | {test}, α {r0.alpha_each:.3g} each | "
-                    f"{cell(conf.iloc[0]) if len(conf) else '–'} | {cell(expl.iloc[0]) if len(expl) else '–'} |")
+                    f"{cell(conf.iloc[0]) if len(conf) else '–'} | {cell(expl.iloc[0]) if len(expl) else '–'} | {rep} |")
     from . import plan as plan_mod
 
     plan = plan_mod.load(os.path.join(root, plan_mod.PLAN_FILE))
@@ -784,7 +795,10 @@ def plan_verdicts(root: str = ".") -> str:
     setting = (f"Setting: Fashion-MNIST ({t['train_images']:,} training images, {t['val_images']:,} for validation, "
                f"{test_images:,} test images scored once; the step-count rows on the first {prm['study']['robustness_test_limit']:,})."
                f"\nThe teacher is a {t['depth']}-layer ViT trained from scratch "
-               f"({100 * t['acc1']:.2f} % test Acc@1); the student is the ODE of its width, trained at N = "
+               f"({t['epochs']} epochs, {100 * t['acc1']:.2f} % test Acc@1; "
+               + ("converged by the validation rule" if t.get("converged") else
+                  f"not converged: its last epochs still gained {t['val_gain_last_pts']:.1f} pt of validation Acc@1")
+               + "); the student is the ODE of its width, trained at N = "
                f"{prm['distill']['num_steps']} solver steps; \"free\" is that ODE trained from scratch.\nEach question is tested at α = {plan['rules']['alpha']:g} / the number of questions of its "
                "study (\"α each\").\n*Not converged*: a run it rests on still gained one validation standard error "
                f"({runs.threshold_pts.min():.2f}–{runs.threshold_pts.max():.2f} pt by run) or more in the last quarter of its schedule "
@@ -795,6 +809,36 @@ def plan_verdicts(root: str = ".") -> str:
     return (setting + "\n\n" + head + "\n\n" + "\n".join(rows) + "\n\n" + figure
             + "\n\n<details><summary>Per study: its description, rows in words, and the runs that missed the convergence "
             "rule</summary>\n\n" + findings(c, plan, runs) + "\n\n</details>")
+
+
+DECIDED = ("supports", "contradicts")
+
+
+def replication(confirmatory: str, exploratory: str) -> str:
+    """Whether a confirmatory verdict replicates the exploratory one of the same question (both judged by the plan):
+    replicated (the same decided verdict), reversed (the other one), decided only now (exploratory inconclusive),
+    not replicated (exploratory decided, confirmatory inconclusive), neither decided, or not judged yet
+    (confirmatory not measured, incomplete or not converged: numbers without a verdict)."""
+    c, e = (str(v).replace(" (post hoc)", "") for v in (confirmatory, exploratory))
+    if c not in DECIDED + ("inconclusive",):
+        return "not judged yet"
+    if c in DECIDED:
+        return "replicated" if e == c else "reversed" if e in DECIDED else "decided only now"
+    return "not replicated" if e in DECIDED else "neither decided"
+
+
+def replication_summary(c: pd.DataFrame) -> str:
+    """One sentence: how the confirmatory rows answered the exploratory verdicts they re-asked."""
+    out: Dict[str, List[str]] = {}
+    for (study, q), g in c.groupby(["study", "question"], sort=False):
+        conf, expl = g[g.status != "exploratory"], g[g.status == "exploratory"]
+        if len(conf) and len(expl):
+            out.setdefault(replication(conf.iloc[0].verdict, expl.iloc[0].verdict), []).append(f"{study} `{q}`")
+    if not out:
+        return ""
+    order = ["replicated", "decided only now", "reversed", "not replicated", "neither decided", "not judged yet"]
+    return ("Against the exploratory runs (seeds 0-2, judged by the same plan): " + "; ".join(
+        f"{k} {len(out[k])} ({', '.join(out[k])})" for k in order if k in out) + ".")
 
 
 def _images(plan: Dict[str, Any], study: str, all_images: int) -> str:
@@ -847,6 +891,9 @@ def key_findings(root: str = ".") -> str:
             f"{p} ({plan['studies'][p]['budget']['epochs']} epochs"
             + (", convergence judged per cell" if plan["studies"][p].get("convergence") == "cell_mean" else "") + ")"
             for p in pending) + ".")
+    rep = replication_summary(pd.read_csv(os.path.join(root, "results/evidence/claims.csv")))
+    if rep:
+        out.append(rep)
     return ("\n".join(out) + "\n\nEach row: mean over paired seeds [interval at its study's α each] and the verdict on "
             "the direction the plan predicts (the paper's; for ours, ours). *not converged*: a run the row rests on was "
             "still improving at the end of its schedule, so the row gives numbers and no verdict. Rows, seeds and runs "
@@ -869,7 +916,7 @@ def findings(c: pd.DataFrame, plan: Dict[str, Any], runs: pd.DataFrame) -> str:
             parts.append(f"  - {r.claim}: {num} — *{r.verdict}*")
         late = runs[(runs.study == name) & ~runs.converged.astype(bool)]
         why = [] if late.empty else ["  - not converged: " + ", ".join(
-            f"{r.cell} s{r.seed} (+{r.gain_last_pts:.2f} pt in its last quarter, threshold {r.threshold_pts:.2f})"
+            f"{r.cell} s{r.seed} (+{r.gain_last_pts:.3f} pt in its last quarter, threshold {r.threshold_pts:.3f})"
             for r in late.itertuples())]
         out.append("\n".join([f"- **{name}** — {st['description'].rstrip('.')}:"] + parts + why))
     return "\n".join(out)
