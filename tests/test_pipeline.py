@@ -356,8 +356,11 @@ def test_stage_per_notebook():
     assert stages.pop("publish")["cmd"] == "python -m odevit.repro.publish"  # weights/quick (tests/test_hub.py)
     assert stages.pop("publish_evidence")["cmd"] == "python -m odevit.repro.publish --evidence"  # weights/evidence
     assert stages.pop("evidence")["cmd"] == "python -m odevit.repro.verdicts"  # the plan's verdicts
-    for study in yaml.safe_load((ROOT / "plan.yaml").read_text())["studies"]:  # one matrix stage per plan study
+    for study, st in yaml.safe_load((ROOT / "plan.yaml").read_text())["studies"].items():  # one matrix stage per
         assert stages.pop(study)["cmd"] == f"python -m odevit.repro.study ${{item.cell}} ${{item.seed}} --study {study}"
+        if st.get("teacher"):  # plan study, and one stage for a study's own teacher, which its cells depend on
+            assert stages.pop(f"{study}_teacher")["cmd"] == f"python -m odevit.repro.study_teacher {study}"
+            assert (ROOT / f"results/studies/{study}/teacher/.gitkeep").is_file()  # the folder they depend on
     assert {f"notebooks/{n}.ipynb" for n in stages} == {f"notebooks/{p.name}" for p in NOTEBOOKS}
     for name, st in stages.items():
         assert st["cmd"] == f"python -m odevit.repro.notebook {name}", name  # validates, then papermill
