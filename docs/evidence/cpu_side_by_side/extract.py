@@ -32,13 +32,14 @@ def main() -> None:
     mach = json.load(open(os.path.join(HERE, "raw", "machine.json")))
     lines = [f"# CPU side by side: {revs[0]} (before) vs {revs[1]} (after)", "",
              f"{mach.get('cpu_model')}, {mach.get('cpu_count')} cores, torch {mach.get('torch_build')}; quick-run cells, "
-             "seed 0, 6,000 images x 2 epochs, rounds A B B A, one run at a time (`run.sh`; every run in `runs.csv`).", "",
-             "| cell | loop s before (median) | loop s after (median) | after / before | total s before | total s after | results bit-identical |",
-             "|---|---|---|---|---|---|---|"]
+             "seed 0, 6,000 images x 2 epochs, rounds alternating A B B A ..., one run at a time (`run.sh`; every run in `runs.csv`).", "",
+             "| cell | runs each | loop s before (median, min-max) | loop s after (median, min-max) | after / before (medians) | total s before | total s after | results bit-identical |",
+             "|---|---|---|---|---|---|---|---|"]
     for cell, g in runs.groupby("cell"):
         b, a = g[g.version == "before"], g[g.version == "after"]
         same = metrics[cell]["before"] == metrics[cell]["after"]
-        lines.append(f"| {cell} | {b.loop_s.median():.2f} | {a.loop_s.median():.2f} | "
+        lines.append(f"| {cell} | {len(b)} | {b.loop_s.median():.2f} ({b.loop_s.min():.2f}–{b.loop_s.max():.2f}) | "
+                     f"{a.loop_s.median():.2f} ({a.loop_s.min():.2f}–{a.loop_s.max():.2f}) | "
                      f"{a.loop_s.median() / b.loop_s.median():.3f} | {b.total_s.median():.1f} | {a.total_s.median():.1f} | "
                      f"{'yes' if same else 'no'} |")
     open(os.path.join(HERE, "summary.md"), "w").write("\n".join(lines) + "\n")

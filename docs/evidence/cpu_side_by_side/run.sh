@@ -1,7 +1,7 @@
 #!/bin/bash
 # Side by side on one CPU: the quick-run cells ref and free (seed 0, 6,000 images x 2 epochs, params.yaml as committed)
-# trained by the code BEFORE a change and by this checkout's (AFTER), alternating A B B A per cell so that drift in
-# the machine's speed falls on both, each run alone on the machine at THREADS threads. Each run's history.csv,
+# trained by the code BEFORE a change and by this checkout's (AFTER), alternating ORDER (default A B B A A B B A) per
+# cell so that drift in the machine's speed falls on both, each run alone on the machine at THREADS threads. Each run's history.csv,
 # timing.json and metrics.json go to raw/ROUND_VERSION_CELL/; extract.py makes runs.csv and summary.md.
 #   bash docs/evidence/cpu_side_by_side/run.sh ce4d61d [THREADS]     # from the repository root; minutes
 set -eu
@@ -17,8 +17,9 @@ done
 [ -z "$(git status --porcelain --untracked-files=no -- odevit)" ] || echo "note: AFTER = HEAD, not the uncommitted odevit/"
 (git rev-parse --short $BEFORE; git rev-parse --short HEAD) > $HERE/raw/revisions.txt
 for cell in ref free; do
-  for pair in "1 before" "2 after" "3 after" "4 before"; do
-    set -- $pair; r=$1; v=$2; w=/tmp/sbs_$v
+  r=0
+  for v in $(echo ${ORDER:-ABBAABBA} | sed 's/A/before /g; s/B/after /g'); do
+    r=$((r + 1)); w=/tmp/sbs_$v
     rm -rf $w/checkpoints/cells $w/results/cells/$cell/s0
     uptime > $HERE/raw/load_${r}_${v}_${cell}.txt
     (cd $w && OMP_NUM_THREADS=$THREADS MKL_NUM_THREADS=$THREADS $PY -m odevit.repro.study $cell 0 > /dev/null 2>&1)
