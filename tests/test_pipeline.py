@@ -147,7 +147,9 @@ def test_dvc_repro_tiny_writes_every_declared_output(repro):
             assert t["plan_hash"] == m["plan_hash"] and t["epochs_run"] == 2 and t["teacher"]["augment"]
             import torch
 
-            own, default = (torch.load(repro / p, weights_only=False)["model"] for p in
+            from odevit.repro.train import load_checkpoint
+
+            own, default = (load_checkpoint(str(repro / p))["model"] for p in
                             (f"checkpoints/studies/{study}/teacher/best.pt", "checkpoints/02_teacher/best.pt"))
             assert not torch.equal(own["head.weight"], default["head.weight"])
     ev = __import__("pandas").read_csv(repro / "results/evidence/claims.csv")

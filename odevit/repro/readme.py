@@ -17,7 +17,7 @@ import math
 import os
 import re
 import sys
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Tuple
 
 import pandas as pd
 import yaml
@@ -771,13 +771,14 @@ def plan_verdicts(root: str = ".") -> str:
 
     rows = ["| study | question | test | confirmatory (fresh seeds, this plan) | exploratory (seeds 0-2, rules chosen after; "
             "judged here by this plan) | replicated? |", "|---|---|---|---|---|---|"]
+    reps = replications(c)
     for (study, q), g in c.groupby(["study", "question"], sort=False):
         conf = g[g.status != "exploratory"]
         expl = g[g.status == "exploratory"]
         r0 = g.iloc[0]
         test = r0.test.replace("_", "-") + ("" if pd.isna(r0.margin) else f" ±{r0.margin:g}" if r0.test == "equivalence"
                                             else f" (margin {r0.margin:g})")
-        rep = replication(conf.iloc[0].verdict, expl.iloc[0].verdict) if len(conf) and len(expl) else "–"
+        rep = reps.get((study, q), "–")
         rows.append(f"| {study} | {r0.claim} (`{q}`) | {test}, α {r0.alpha_each:.3g} each | "
                     f"{cell(conf.iloc[0]) if len(conf) else '–'} | {cell(expl.iloc[0]) if len(expl) else '–'} | {rep} |")
     from . import plan as plan_mod
@@ -827,13 +828,21 @@ def replication(confirmatory: str, exploratory: str) -> str:
     return "not replicated" if e in DECIDED else "neither decided"
 
 
-def replication_summary(c: pd.DataFrame) -> str:
-    """One sentence: how the confirmatory rows answered the exploratory verdicts they re-asked."""
-    out: Dict[str, List[str]] = {}
+def replications(c: pd.DataFrame) -> Dict[Tuple[str, str], str]:
+    """`replication` of every (study, question) of claims.csv that has both a confirmatory and an exploratory row."""
+    out = {}
     for (study, q), g in c.groupby(["study", "question"], sort=False):
         conf, expl = g[g.status != "exploratory"], g[g.status == "exploratory"]
         if len(conf) and len(expl):
-            out.setdefault(replication(conf.iloc[0].verdict, expl.iloc[0].verdict), []).append(f"{study} `{q}`")
+            out[(study, q)] = replication(conf.iloc[0].verdict, expl.iloc[0].verdict)
+    return out
+
+
+def replication_summary(c: pd.DataFrame) -> str:
+    """One sentence: how the confirmatory rows answered the exploratory verdicts they re-asked."""
+    out: Dict[str, List[str]] = {}
+    for (study, q), rep in replications(c).items():
+        out.setdefault(rep, []).append(f"{study} `{q}`")
     if not out:
         return ""
     order = ["replicated", "decided only now", "reversed", "not replicated", "neither decided", "not judged yet"]
@@ -851,8 +860,8 @@ def key_findings(root: str = ".") -> str:
     from . import plan as plan_mod
 
     plan = plan_mod.load(os.path.join(root, plan_mod.PLAN_FILE))
-    c = pd.read_csv(os.path.join(root, "results/evidence/claims.csv"))
-    c = c[c.status == "confirmatory"].set_index(["study", "question"])
+    claims = pd.read_csv(os.path.join(root, "results/evidence/claims.csv"))
+    c = claims[claims.status == "confirmatory"].set_index(["study", "question"])
     t = _json(os.path.join(root, "results/02_teacher/metrics.json"))  # its training images: a study's "all"
     out = []
     for i, f in enumerate(_yaml(os.path.join(root, "docs/findings.yaml"))["findings"], 1):
@@ -891,7 +900,7 @@ def key_findings(root: str = ".") -> str:
             f"{p} ({plan['studies'][p]['budget']['epochs']} epochs"
             + (", convergence judged per cell" if plan["studies"][p].get("convergence") == "cell_mean" else "") + ")"
             for p in pending) + ".")
-    rep = replication_summary(pd.read_csv(os.path.join(root, "results/evidence/claims.csv")))
+    rep = replication_summary(claims)
     if rep:
         out.append(rep)
     return ("\n".join(out) + "\n\nEach row: mean over paired seeds [interval at its study's α each] and the verdict on "
