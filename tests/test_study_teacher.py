@@ -37,6 +37,9 @@ def test_a_study_teacher_cell_waits_for_its_teacher_then_distils_from_it(work):
     assert not (work / f"results/studies/{STUDY}/ref_strong").exists()
     t = study_teacher.run(STUDY)
     assert t["epochs_run"] == 1 and t["plan_hash"] == P.study_hash(P.load(), STUDY) and t["teacher"]["augment"]
+    assert t["provenance"]["resumes"] == 0 and t["source"] == study_teacher.train.fingerprint()
+    # the metrics 02_teacher's notebook writes (the same function, pipeline.train_teacher), plus the study's
+    assert {"acc1", "best_epoch", "converged", "encoder_params", "depth", "train_images", "val_images"} <= set(t)
     assert runner.teachers(P.load(), [STUDY]) == []  # finished: the runner goes straight to the cells
     # a schedule of its own: distances written by the teacher's stage, not 02_teacher's (absent here)
     (work / f"results/studies/{STUDY}/teacher/distances.csv").write_text("layer,distance\n1,1.0\n2,30.0\n")

@@ -420,10 +420,15 @@ def cell_config(distill: Distill, study: Study, name: str) -> Tuple[Distill, boo
         raise ConfigError(f"{e} (in study.cells.{name})") from None
 
 
+def uses_study_teacher(overrides: Optional[Dict[str, Any]]) -> bool:
+    """Whether a cell's overrides (its dict in study.cells) distil from its plan study's own teacher (cell key
+    `teacher: study`) rather than 02_teacher's."""
+    return (overrides or {}).get("teacher") == "study"
+
+
 def study_teacher_cell(study: Study, name: str) -> bool:
-    """Whether cell `name` distils from its plan study's own teacher (cell key `teacher: study`) rather than
-    02_teacher's."""
-    return (study.cells.get(name) or {}).get("teacher") == "study"
+    """`uses_study_teacher` of the study's cell `name`."""
+    return uses_study_teacher(study.cells.get(name))
 
 
 if __name__ == "__main__":  # python -m odevit.repro.config STAGE: validate before any work (dvc.yaml runs this first)

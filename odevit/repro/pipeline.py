@@ -5,6 +5,7 @@ checkpoints/<stage>/ (best.pt, last.pt).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -198,6 +199,55 @@ def fit_teacher(model: nn.Module, base: Base, cfg: Teacher, train_loader: data.L
             p.requires_grad_(n.startswith("head."))
     return train.fit(model, train_loader, evals, objectives.cross_entropy(cfg.label_smoothing),
                      train_config(base, cfg), out_dir, run_id=train.fingerprint(base, cfg))
+
+
+@dataclasses.dataclass
+class TeacherRun:
+    """What `train_teacher` leaves behind for a notebook's figures: the trained model at best.pt, its history, the
+    metrics written, the layer distances d_1..d_L and the three loaders."""
+    model: nn.Module
+    history: List[Dict[str, float]]
+    metrics: Dict[str, Any]
+    distances: List[float]
+    loaders: Tuple[data.Loader, Optional[data.Loader], data.Loader]
+
+
+def train_teacher(base: Base, cfg: Teacher, dcfg: Distill, ckpt: str, out: str, phases: Dict[str, float],
+                  start: float, record: Optional[Dict[str, Any]] = None, monitor: bool = False) -> TeacherRun:
+    """Stage 02's teacher, and a plan study's own (`study_teacher`): seed and data (`setup`, `data_loaders`), the
+    teacher trained or resumed (`fit_teacher`: checkpoints in `ckpt`, best.pt on `base.select_on`), the test set
+    scored once at best.pt, the layer distances on `dcfg.distance_batches` training batches; writes `out`/
+    history.csv, distances.csv, timing.json and metrics.json (last: its presence marks the run finished).
+    `record`: more keys for metrics.json; `monitor`: record the machine's load and this process
+    (`provenance.Monitor` in `ckpt`; metrics.json's `provenance`). `phases` gets data and test_eval seconds."""
+    from . import provenance  # only here: pipeline is imported by every stage, the monitor by few
+
+    clock = time.perf_counter()
+    device = setup(base)  # seed, precision: before the loaders and the model, whose draws it fixes
+    tr, va, te = data_loaders(base, augment=cfg.augment)
+    phases["data"] = time.perf_counter() - clock
+    model = build_teacher(base, cfg)
+    val_images = va.n if va is not None else 0
+    print(f"teacher {cfg.name or '(a ViT of the shape keys)'}: {params_m(model):.3f}M parameters, {cfg.epochs} "
+          f"epochs{', augmented' if cfg.augment else ''}; {tr.n} training images, {val_images} validation images; "
+          f"best epoch selected on {base.select_on}", flush=True)
+    with (provenance.Monitor(ckpt, start) if monitor else contextlib.nullcontext()) as mon:
+        hist = fit_teacher(model, base, cfg, tr, eval_loaders(base, va, te), out_dir=ckpt)
+        write_csv(pd.DataFrame(hist), f"{out}/history.csv")
+        clock = time.perf_counter()
+        train.load_weights(model, f"{ckpt}/best.pt")
+        acc = train.evaluate(model, te, device)  # the test set, once, at the selected epoch
+        phases["test_eval"] = time.perf_counter() - clock
+        dist = teacher_distances(model.to(device).eval(), tr, dcfg.distance_batches, dcfg.distance_tokens, device)
+    metrics = {**acc, **run_summary(hist, base, cfg), "params_m": params_m(model),
+               "encoder_params": encoder_params(model), "depth": len(model.blocks), "embed_dim": model.embed_dim,
+               "epochs": cfg.epochs, "train_images": tr.n, "val_images": val_images, **(record or {})}
+    if mon is not None:
+        metrics["provenance"] = mon.summary()
+    write_csv(pd.DataFrame({"layer": range(1, len(dist) + 1), "distance": dist}), f"{out}/distances.csv")
+    write_json(timing(phases, hist, start), f"{out}/timing.json")
+    write_json(metrics, f"{out}/metrics.json")  # deterministic: same params + seed -> same bytes (CPU)
+    return TeacherRun(model, hist, metrics, dist, (tr, va, te))
 
 
 def fit_free(model: ODEViT, base: Base, cfg: Distill, train_loader: data.Loader, evals: Dict[str, data.Loader],

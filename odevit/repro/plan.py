@@ -33,7 +33,7 @@ from typing import Any, Dict, List, Optional
 import pandas as pd
 from scipy import stats as st
 
-from .config import ConfigError, parse, read_yaml
+from .config import ConfigError, parse, read_yaml, uses_study_teacher
 
 PLAN_FILE = "plan.yaml"
 TESTS = ("superiority", "non_inferiority", "equivalence")
@@ -122,7 +122,7 @@ def check(plan: Dict[str, Any], path: str = PLAN_FILE) -> None:
                 _need(ov["teacher"] == "study" and teacher is not None and not ov.get("free"),
                       f"{where}.cells.{c}.teacher: 'study' (distil from the study's own teacher: needs the "
                       "study's teacher block) in a distilled cell; leave it out for 02_teacher's teacher")
-        _need(teacher is None or any((ov or {}).get("teacher") == "study" for ov in cells.values()),
+        _need(teacher is None or any(uses_study_teacher(ov) for ov in cells.values()),
               f"{where}.teacher: no cell distils from it (mark one `teacher: study`), so it would be trained for nothing")
         seeds = s.get("seeds")
         _need(isinstance(seeds, list) and len(seeds) >= 2 and len(set(seeds)) == len(seeds)
@@ -158,7 +158,7 @@ def _check_question(q: Any, cells: Dict[str, Any], where: str) -> None:
     if q["kind"] == "paired":
         _need(q.get("b") in cells, f"{where}.b = '{q.get('b')}' is not one of the study's cells {list(cells)}")
     if q["kind"] == "teacher_gap":
-        _need((cells[q["a"]] or {}).get("teacher") != "study",
+        _need(not uses_study_teacher(cells[q["a"]]),
               f"{where}: a teacher_gap question is measured against 02_teacher's teacher; cell '{q['a']}' distils "
               "from the study's own teacher")
     if q["kind"] == "within":

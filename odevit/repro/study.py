@@ -42,10 +42,11 @@ def cell_dir(kind: str, name: str, seed: int, study: Optional[str] = None) -> st
     return f"{kind}/cells/{name}/s{seed}" if study is None else f"{kind}/studies/{study}/{name}/s{seed}"
 
 
-def plan_configs(cfg: Dict[str, Any], study: str, plan_file: str = plan_mod.PLAN_FILE) -> Tuple[Dict[str, Any], str]:
+def plan_configs(cfg: Dict[str, Any], study: str, plan_file: str = plan_mod.PLAN_FILE,
+                 plan: Optional[Dict[str, Any]] = None) -> Tuple[Dict[str, Any], str]:
     """params.yaml's configs with a plan study's cells, seeds and budget applied (train_limit, epochs, the whole
-    schedule: patience 0; its precision), and the study's plan hash."""
-    plan = plan_mod.load(plan_file)
+    schedule: patience 0; its precision), and the study's plan hash (`plan`: the loaded plan, else `plan_file`'s)."""
+    plan = plan if plan is not None else plan_mod.load(plan_file)
     if study not in plan["studies"]:
         raise ConfigError(f"{plan_file}: study '{study}' is not one of {list(plan['studies'])}")
     s = plan["studies"][study]
@@ -126,10 +127,11 @@ def run_many(name: str, seeds: List[int], params_file: str = "params.yaml", stud
     if len(set(seeds)) != len(seeds) or not seeds:
         raise ConfigError(f"seeds {seeds}: give each seed once")
     source = train.fingerprint()  # the code this process trains with, even if the checkout changes meanwhile
-    cfg = config.check_stage("cell", params_file)
-    plan_hash = None
+    cfg = raw = config.check_stage("cell", params_file)
+    plan, plan_hash = None, None
     if study_name is not None:
-        cfg, plan_hash = plan_configs(cfg, study_name, plan_file)
+        plan = plan_mod.load(plan_file)  # read once: the study's configs and its teacher's come from this copy
+        cfg, plan_hash = plan_configs(raw, study_name, plan_file, plan)
         for seed in seeds:
             if int(seed) not in cfg["study"].seeds:
                 raise ConfigError(f"{plan_file}: seed {seed} is not one of study {study_name}'s seeds "
@@ -142,10 +144,10 @@ def run_many(name: str, seeds: List[int], params_file: str = "params.yaml", stud
     tcfg, tckpt, tdist, own = cfg["teacher"], pipeline.TEACHER_CKPT, "results/02_teacher/distances.csv", None
     tid = ""  # the study teacher's identity (its best.pt's hash), part of the run ids of the cells it teaches
     if study_name is not None and config.study_teacher_cell(study, name):  # the study's own teacher
-        _, tcfg, _, _ = study_teacher.configs(study_name, params_file, plan_file)
+        tb, tcfg, _, _ = study_teacher.configs(study_name, plan_file=plan_file, cfg=raw, plan=plan)
         tckpt, own = study_teacher.dirs(study_name)
         tdist = f"{own}/distances.csv"
-        if not study_teacher.finished(study_name, params_file, plan_file):
+        if not study_teacher.current(study_name, tb, tcfg):
             raise ConfigError(f"cell {name} distils from study {study_name}'s own teacher, not trained yet (or "
                               f"trained under an earlier teacher block): run `python -m odevit.repro.study_teacher "
                               f"{study_name}` (stage {study_teacher.stage(study_name)}) first")

@@ -21,9 +21,7 @@ import sys
 import time
 from typing import Any, Dict, Optional, Tuple
 
-import pandas as pd
-
-from . import config, pipeline, provenance, train
+from . import config, pipeline, train
 from . import plan as plan_mod
 from .config import Base, ConfigError, Distill, Teacher
 
@@ -39,15 +37,19 @@ def stage(study: str) -> str:
 
 
 def finished(study: str, params_file: str = "params.yaml", plan_file: str = plan_mod.PLAN_FILE) -> bool:
-    """Whether the study's teacher is trained under its plan block as it is now: its metrics.json exists and records
-    the teacher config and precision the plan gives today. A teacher of an earlier block is not finished: the runner
-    trains it again and the cells refuse it."""
+    """Whether the study's teacher is trained under its plan block as it is now (`current`). A teacher of an earlier
+    block is not finished: the runner trains it again and the cells refuse it."""
+    b, t, _, _ = configs(study, params_file, plan_file)
+    return current(study, b, t)
+
+
+def current(study: str, base: Base, teacher: Teacher) -> bool:
+    """Whether the study teacher's metrics.json exists and records this teacher config and the base's precision."""
     path = f"{dirs(study)[1]}/metrics.json"
     if not os.path.isfile(path):
         return False
-    b, t, _, _ = configs(study, params_file, plan_file)
     m = pipeline.read_json(path)
-    return m.get("teacher") == dataclasses.asdict(t) and m.get("precision") == b.precision
+    return m.get("teacher") == dataclasses.asdict(teacher) and m.get("precision") == base.precision
 
 
 def identity(study: str) -> str:
@@ -57,12 +59,14 @@ def identity(study: str) -> str:
         return hashlib.sha256(f.read()).hexdigest()[:16]
 
 
-def configs(study: str, params_file: str = "params.yaml", plan_file: str = plan_mod.PLAN_FILE
+def configs(study: str, params_file: str = "params.yaml", plan_file: str = plan_mod.PLAN_FILE,
+            cfg: Optional[Dict[str, Any]] = None, plan: Optional[Dict[str, Any]] = None
             ) -> Tuple[Base, Teacher, Distill, str]:
     """(base, teacher, distill) configs of the study's teacher run and the study's plan hash; ConfigError when the
-    study has no teacher block."""
-    cfg = config.check_stage("cell", params_file)
-    plan = plan_mod.load(plan_file)
+    study has no teacher block. `cfg` (params.yaml's checked configs) and `plan` (the loaded plan), where the caller
+    has them already, are not read again."""
+    cfg = cfg if cfg is not None else config.check_stage("cell", params_file)
+    plan = plan if plan is not None else plan_mod.load(plan_file)
     if study not in plan["studies"]:
         raise ConfigError(f"{plan_file}: study '{study}' is not one of {list(plan['studies'])}")
     s = plan["studies"][study]
@@ -74,36 +78,17 @@ def configs(study: str, params_file: str = "params.yaml", plan_file: str = plan_
 
 
 def run(study: str, params_file: str = "params.yaml", plan_file: str = plan_mod.PLAN_FILE) -> Dict[str, Any]:
-    """Train (or resume) the study's teacher; write its checkpoints, history, distances, metrics and timing."""
+    """Train (or resume) the study's teacher (`pipeline.train_teacher`, as 02_teacher does); write its checkpoints,
+    history, distances, timing and metrics (the plan hash, teacher block, precision, provenance and source)."""
     start = pipeline.process_start()
     ph: Dict[str, float] = {"startup": time.time() - start}
-    clock = time.perf_counter()
     source = train.fingerprint()  # the code this process trains with, even if the checkout changes meanwhile
     b, t, d, plan_hash = configs(study, params_file, plan_file)
-    device = pipeline.setup(b)
     ckpt, out = dirs(study)
-    tr, va, te = pipeline.data_loaders(b, augment=t.augment)
-    ph["data"] = time.perf_counter() - clock
-    model = pipeline.build_teacher(b, t)
-    print(f"study {study}'s teacher {t.name or '(a ViT of the shape keys)'}: {t.epochs} epochs"
-          f"{', augmented' if t.augment else ''}, lr {t.lr}; {tr.n} training images, selected on {b.select_on}",
-          flush=True)
-    with provenance.Monitor(ckpt, start) as mon:
-        hist = pipeline.fit_teacher(model, b, t, tr, pipeline.eval_loaders(b, va, te), out_dir=ckpt)
-        clock = time.perf_counter()
-        train.load_weights(model, f"{ckpt}/best.pt")
-        metrics = train.evaluate(model, te, device)  # the test set, once, at the selected epoch
-        ph["test_eval"] = time.perf_counter() - clock
-        dist = pipeline.teacher_distances(model.to(device).eval(), tr, d.distance_batches, d.distance_tokens, device)
-    metrics.update(**pipeline.run_summary(hist, b, t), study=study, plan_hash=plan_hash, precision=b.precision,
-                   teacher=dataclasses.asdict(t), params_m=pipeline.params_m(model), epochs=t.epochs,
-                   train_images=tr.n, val_images=va.n if va is not None else 0, provenance=mon.summary(),
-                   source=source)
-    pipeline.write_csv(pd.DataFrame(hist), f"{out}/history.csv")
-    pipeline.write_csv(pd.DataFrame({"layer": range(1, len(dist) + 1), "distance": dist}), f"{out}/distances.csv")
-    pipeline.write_json(pipeline.timing(ph, hist, start), f"{out}/timing.json")
-    pipeline.write_json(metrics, f"{out}/metrics.json")  # last: its presence marks the run finished
-    return metrics
+    print(f"study {study}'s own teacher:", end=" ", flush=True)
+    return pipeline.train_teacher(b, t, d, ckpt, out, ph, start, monitor=True,
+                                  record=dict(study=study, plan_hash=plan_hash, precision=b.precision,
+                                              teacher=dataclasses.asdict(t), source=source)).metrics
 
 
 def main(argv: Optional[list] = None) -> int:
