@@ -125,7 +125,7 @@ def test_dvc_repro_tiny_writes_every_declared_output(repro):
         assert m["cell"] == name and m["seed"] == seed and _finite(m)
         assert (repro / f"checkpoints/cells/{name}/s{seed}/best.pt").is_file()
     claims = __import__("pandas").read_csv(repro / "results/07_report/claims.csv")
-    from odevit.repro import report
+    from odevit.repro import config, report
 
     assert list(claims.columns) == report.CLAIM_COLUMNS and claims.claim.tolist() == list(report.paper.CLAIMS)
     measured = claims[claims.verdict != report.stats.NOT_MEASURED]  # cells this tiny study has (no ce/pub_curriculum)
@@ -140,7 +140,7 @@ def test_dvc_repro_tiny_writes_every_declared_output(repro):
             m = json.loads((repro / f"results/studies/{study}/{name}/s{seed}/metrics.json").read_text())
             assert (m["study"], m["cell"], m["seed"], m["epochs_run"]) == (study, name, seed, 2)
             assert m["plan_hash"] and m["provenance"]["resumes"] == 0 and m["provenance"]["cpu_s"] > 0
-            own = (plan["studies"][study]["cells"][name] or {}).get("teacher") == "study"
+            own = config.uses_study_teacher(plan["studies"][study]["cells"][name])
             assert m.get("teacher_run") == (f"results/studies/{study}/teacher" if own else None)
         if plan["studies"][study].get("teacher"):  # its own teacher: trained by its stage, not 02_teacher's
             t = json.loads((repro / f"results/studies/{study}/teacher/metrics.json").read_text())

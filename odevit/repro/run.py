@@ -3,8 +3,8 @@
     torchrun --nproc_per_node=2 -m odevit.repro.run 02_teacher         # 2 processes (gloo on CPU, nccl on GPUs)
     torchrun --nproc_per_node=2 -m odevit.repro.run 04_distill         # the distill block's student, checkpoints/04_distill
 
-02_teacher trains exactly what the stage's notebook trains (the same `pipeline.fit_teacher` call, params.yaml, seed
-and run fingerprint) and writes the same checkpoints/02_teacher/{best,last}.pt; the notebook's `fit` then resumes
+02_teacher trains exactly what the stage's notebook trains (the same `pipeline.fit_teacher` call that the
+notebook's `pipeline.train_teacher` makes, params.yaml, seed and run fingerprint) and writes the same checkpoints/02_teacher/{best,last}.pt; the notebook's `fit` then resumes
 from last.pt with every epoch done. 04_distill trains the distill block's student (base.seed) on the whole
 training split into checkpoints/04_distill, e.g. a paper-scale student on several GPUs; the pipeline's own
 students are the study cells (`python -m odevit.repro.study CELL SEED`). `base.batch_size` is the global batch

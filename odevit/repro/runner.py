@@ -29,7 +29,7 @@ from typing import Callable, List, Optional, Tuple
 
 from tqdm import tqdm
 
-from . import pipeline
+from . import config, pipeline
 from . import plan as plan_mod
 from . import study_teacher, train
 from .config import ConfigError
@@ -188,7 +188,7 @@ def main(argv: List[str] | None = None) -> int:
             return 0
         cells = [c for c in args.cells.split(",") if c]
         todo = [r for r in runs(plan, args.studies, cells) if not finished(*r)]  # checks the study names first
-        taught = {(s, c) for s, c, _ in todo if (plan["studies"][s]["cells"][c] or {}).get("teacher") == "study"}
+        taught = {(s, c) for s, c, _ in todo if config.uses_study_teacher(plan["studies"][s]["cells"][c])}
         first = [t for t in teachers(plan, args.studies) if any(s == t[0] for s, _ in taught)]
         procs = groups(todo, max(1, args.together), lambda s, c: cell_refusal(c, s))
     except (plan_mod.PlanError, ConfigError, train.CheckpointError) as e:
