@@ -798,7 +798,8 @@ def plan_verdicts(root: str = ".") -> str:
                f"\nThe teacher is a {t['depth']}-layer ViT trained from scratch "
                f"({t['epochs']} epochs, {100 * t['acc1']:.2f} % test Acc@1; "
                + ("converged by the validation rule" if t.get("converged") else
-                  f"not converged: its last epochs still gained {t['val_gain_last_pts']:.1f} pt of validation Acc@1")
+                  f"not converged: its last {prm['base']['converge_window']} of {t['epochs_run']} epochs raised validation "
+                  f"Acc@1 by {t['val_gain_last_pts']:.1f} pt")
                + "); the student is the ODE of its width, trained at N = "
                f"{prm['distill']['num_steps']} solver steps; \"free\" is that ODE trained from scratch.\nEach question is tested at α = {plan['rules']['alpha']:g} / the number of questions of its "
                "study (\"α each\").\n*Not converged*: a run it rests on still gained one validation standard error "
@@ -883,9 +884,11 @@ def key_findings(root: str = ".") -> str:
     names = {"ref": "label-free", "ce": "+CE", "free": "free ODE"}
     big = runs[runs.study == "confirm_55k"]
     if len(big):
-        g = big.groupby("cell")[["acc1", "acc1_half_n"]].mean().reindex([k for k in names if k in set(big.cell)])
+        g = big.groupby("cell")[["acc1", "acc1_half_n", "acc1_sub_n"]].mean().reindex(
+            [k for k in names if k in set(big.cell)])
         at_n = ", ".join(f"{names[k]} {v:.2f} %" for k, v in g.acc1.items())
-        half = ", ".join(f"{names[k]} {v:.2f} %" for k, v in g.acc1_half_n.items())
+        half = ", ".join(f"{names[k]} {h:.2f} % (at N on the same images {n:.2f} %)"
+                         for k, h, n in zip(g.index, g.acc1_half_n, g.acc1_sub_n))
         weak = ("free" in g.index and teacher < g.acc1["free"])
         out.append(f"\nFor scale, mean test Acc@1 of confirm_55k's runs at the trained N = {n_steps} steps: teacher "
                    f"{teacher:.2f} %, {at_n}; at N/2 (first {sub:,} test images, as every step-count row): {half}."
@@ -905,8 +908,9 @@ def key_findings(root: str = ".") -> str:
         out.append(rep)
     return ("\n".join(out) + "\n\nEach row: mean over paired seeds [interval at its study's α each] and the verdict on "
             "the direction the plan predicts (the paper's; for ours, ours). *not converged*: a run the row rests on was "
-            "still improving at the end of its schedule, so the row gives numbers and no verdict. Rows, seeds and runs "
-            "are in the table below.")
+            "still improving at the end of its schedule (in a study judged per cell, `convergence: cell_mean`: a cell's "
+            "runs on average), so the row gives numbers and no verdict; the teacher's convergence, stated in the "
+            "setting, gates no row. Rows, seeds and runs are in the table below.")
 
 
 def findings(c: pd.DataFrame, plan: Dict[str, Any], runs: pd.DataFrame) -> str:
