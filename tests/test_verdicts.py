@@ -154,3 +154,45 @@ def test_cell_mean_convergence_tolerates_one_borderline_run_not_a_learning_cell(
     path.write_text(__import__("yaml").safe_dump(bad))
     with pytest.raises(P.PlanError, match="convergence must be one of"):
         P.load(str(path))
+
+
+def _run(root, study, cell, seed, procs, machine, together=None, images=100, epochs=2):
+    d = root / "studies" / study / cell / f"s{seed}"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "metrics.json").write_text(json.dumps(dict(cell=cell, seed=seed, train_images=images, epochs_run=epochs,
+                                                    trained_together=together,
+                                                    provenance=dict(machines=[machine], processes=procs))))
+
+
+def _proc(pid, start_s, wall_s, ended=True):
+    """A process record: started at 12:00:00 + start_s (after start-up), wall_s counting its start-up."""
+    t = pd.Timestamp("2026-11-26T12:00:00+00:00")
+    return dict(host="h", pid=pid, started=(t + pd.Timedelta(seconds=start_s)).isoformat(), wall_s=wall_s,
+                ended=(t + pd.Timedelta(seconds=start_s + wall_s)).isoformat() if ended else None)
+
+
+def test_run_time_by_hand(tmp_path):
+    """Two seeds trained together in one process [0, 100] s, a third run's process [50, 150] s and, in a later
+    sitting, its resume [1000, 1040] s (stopped before writing `ended`: start + wall), one process with no heartbeat:
+    busy = 150 + 40 s (the gap between sittings left out), process seconds 100 + 100 + 40, images 4 runs x 100 x 2;
+    another study on the same machine at once adds its images to the machine's row but no busy second."""
+    gpu, cpu = "X / GPU", "Y / no GPU"
+    shared = _proc(1, 0, 100)
+    _run(tmp_path, "a", "ref", 1, [shared], gpu, together=[1, 2])
+    _run(tmp_path, "a", "ref", 2, [shared], gpu, together=[1, 2])
+    _run(tmp_path, "a", "free", 1, [_proc(2, 50, 100), _proc(3, 1000, 40, ended=False)], gpu)
+    _run(tmp_path, "a", "free", 2, [dict(host="h", pid=4, started="2026-11-26T12:00:10+00:00", ended=None)], gpu)
+    _run(tmp_path, "b", "ref", 1, [_proc(5, 20, 30)], gpu)
+    _run(tmp_path, "b", "ref", 2, [_proc(6, 0, 10)], cpu)
+    plan = {"studies": {"a": {}, "b": {}}}
+    t = V.run_time(plan, str(tmp_path)).set_index(["study", "machine"])
+    a = t.loc[("a", gpu)]
+    assert (a.runs, a.processes, a.unrecorded, a.together_max) == (4, 4, 1, 2)
+    assert a.train_images == 800 and a.busy_s == pytest.approx(190.0) and a.process_s == pytest.approx(240.0)
+    assert a.img_per_s == round(800 / 190)
+    g = t.loc[("all", gpu)]
+    assert g.runs == 5 and g.train_images == 1000 and g.busy_s == pytest.approx(190.0)  # b's [20, 50] inside
+    assert t.loc[("b", cpu)].busy_s == pytest.approx(10.0) and ("all", cpu) in t.index
+    # the data decide: the later sitting moved next to the first, the gap closes and busy falls
+    _run(tmp_path, "a", "free", 1, [_proc(2, 50, 100), _proc(3, 140, 40, ended=False)], gpu)
+    assert V.run_time(plan, str(tmp_path)).set_index(["study", "machine"]).loc[("a", gpu)].busy_s == pytest.approx(180.0)

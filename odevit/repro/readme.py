@@ -51,6 +51,11 @@ def _num(x: float, signed: bool = False, digits: int = 3) -> str:
     return f"{x:+.{digits}g}" if signed else f"{x:.{digits}g}"
 
 
+def _interval(lo: float, hi: float) -> str:
+    """' [lo, hi]' signed, or '' where there is no interval (a row of one seed)."""
+    return "" if pd.isna(lo) else f" [{lo:+.2f}, {hi:+.2f}]"
+
+
 def _ci(lo: float, hi: float, signed: bool, digits: int = 3) -> str:
     return "–" if pd.isna(lo) else f"[{_num(lo, signed, digits)}, {_num(hi, signed, digits)}]"
 
@@ -872,7 +877,7 @@ def key_findings(root: str = ".") -> str:
             if (study, q) not in c.index:
                 raise ValueError(f"docs/findings.yaml: {ref} is not a confirmatory row of results/evidence/claims.csv")
             r = c.loc[(study, q)]
-            num = ("not run" if not r.n else f"{r['mean']:+.2f} {r.unit} [{r.ci_low:+.2f}, {r.ci_high:+.2f}]")
+            num = "not run" if not r.n else f"{r['mean']:+.2f} {r.unit}" + _interval(r.ci_low, r.ci_high)
             where = _images(plan, study, t["train_images"])
             parts.append(("" if where == last else f"{where}: ") + f"{label} {num} *{r.verdict}*")
             last = where
@@ -925,7 +930,7 @@ def findings(c: pd.DataFrame, plan: Dict[str, Any], runs: pd.DataFrame) -> str:
             continue
         parts = []
         for r in g.itertuples():
-            num = ("no run" if not r.n else f"{r.mean:+.2f} {r.unit} [{r.ci_low:+.2f}, {r.ci_high:+.2f}], n = {r.n}")
+            num = "no run" if not r.n else f"{r.mean:+.2f} {r.unit}" + _interval(r.ci_low, r.ci_high) + f", n = {r.n}"
             parts.append(f"  - {r.claim}: {num} — *{r.verdict}*")
         late = runs[(runs.study == name) & ~runs.converged.astype(bool)]
         why = [] if late.empty else ["  - not converged: " + ", ".join(
@@ -935,13 +940,32 @@ def findings(c: pd.DataFrame, plan: Dict[str, Any], runs: pd.DataFrame) -> str:
     return "\n".join(out)
 
 
+def evidence_time(root: str = ".") -> str:
+    """Where each study's runs trained and how fast, from their recorded provenance (results/evidence/run_time.csv,
+    written by the evidence stage): per machine over every study, then per study."""
+    t = pd.read_csv(os.path.join(root, "results/evidence/run_time.csv"))
+    rows = ["| study | machine | runs (processes; most seeds in one) | training images | busy wall | "
+            "process-seconds | images/s over the busy wall |", "|---|---|---:|---:|---:|---:|---:|"]
+    for r in pd.concat([t[t.study == "all"], t[t.study != "all"]]).itertuples():
+        gone = f", {r.unrecorded} unrecorded" if r.unrecorded else ""
+        rows.append(f"| {'**every study**' if r.study == 'all' else r.study} | {r.machine} | {r.runs} "
+                    f"({r.processes}{gone}; {r.together_max}) | {r.train_images / 1e6:.2f} M | {r.busy_s / 60:.1f} min "
+                    f"| {r.process_s / 60:.1f} min | {r.img_per_s:,.0f}{' (at most)' if r.unrecorded else ''} |")
+    return ("Every finished run of the plan, from its own provenance (`results/evidence/run_time.csv`, written by "
+            "`dvc repro -s evidence`): *busy wall* = the seconds at least one of its processes ran (start-up, "
+            "evaluation and concurrency included; the gaps between sittings left out); *process-seconds* = their "
+            "walls summed; *unrecorded* = processes stopped before their first heartbeat, whose seconds no file "
+            "holds (images/s is then an upper bound). Studies that shared a machine at once each count the "
+            "shared seconds; the **every study** rows count them once.\n\n" + "\n".join(rows))
+
+
 SECTIONS: Dict[str, Callable[[str], str]] = {
     "plan-verdicts": plan_verdicts, "key-findings": key_findings,
     "claims-summary": claims_summary, "module-map": module_map, "claims-table": claims_table, "main-table": main_table, "weights-table": weights_table,
     "weights-summary": weights_summary,
     "dynamics-summary": dynamics_summary, "bench-tables": bench_tables, "bench-summary": bench_summary,
     "cpu-study": cpu_study, "converged-study": converged_study, "budget-curve": budget_curve,
-    "float-noise": float_noise, "gpu-estimate": gpu_estimate, "gpu-study": gpu_study, "run-time": run_time,
+    "float-noise": float_noise, "gpu-estimate": gpu_estimate, "gpu-study": gpu_study, "run-time": run_time, "evidence-time": evidence_time,
     "cite": cite,
 }
 

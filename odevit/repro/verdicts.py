@@ -1,6 +1,7 @@
 """Verdicts of the plan's questions, computed from the plan (plan.yaml) and the runs the pipeline made — never typed.
 
-    python -m odevit.repro.verdicts      # results/evidence/{claims.csv, claims.md, runs.csv, power.csv, verdicts.png}
+    python -m odevit.repro.verdicts      # results/evidence/{claims.csv, claims.md, runs.csv, power.csv,
+                                         #   machine_shift.csv, run_time.csv, verdicts.png}
 
 For each study of the plan and each of its questions: the per-seed statistic over the plan's seeds (paired by seed),
 its mean, SD and interval at the question's level (alpha / the family's fixed size), and the verdict of its test
@@ -233,6 +234,61 @@ def machine_shift(plan: Dict[str, Any], results: str = "results") -> pd.DataFram
                                        "identical", "machine_here", "machine_replicate"])
 
 
+def _busy_seconds(spans: List[Tuple[float, float]]) -> float:
+    """Seconds covered by the union of [start, end] spans: the time at least one of them ran."""
+    total, end = 0.0, -math.inf
+    for a, b in sorted(spans):
+        if b > end:
+            total += b - max(a, end)
+            end = b
+    return total
+
+
+def _ended(p: Dict[str, Any]) -> float:
+    """A process record's end (epoch s): `ended`, or for a process stopped before it could write one, its start plus
+    the wall seconds of its last heartbeat. Its span is then [end - wall_s, end]: wall_s counts its start-up too."""
+    if p.get("ended"):
+        return pd.Timestamp(p["ended"]).timestamp()
+    return pd.Timestamp(p["started"]).timestamp() + float(p["wall_s"])
+
+
+def run_time(plan: Dict[str, Any], results: str = "results") -> pd.DataFrame:
+    """Where and how fast each study's runs trained, from their metrics.json provenance. Per study and machine (a
+    run's machines joined, as runs.csv's `machine`), then per machine over every study (study "all": studies that
+    shared a machine at once are counted once): the finished runs; their processes (one per run, or one per cell's
+    seeds trained together: `--together`); the largest number trained in one process; the training images
+    (train_images x epochs_run, summed over runs); `busy_s`, the union of the processes' [start, end] — the seconds
+    at least one of them ran, the gaps between sittings left out; `process_s`, the processes' wall summed; and
+    images/s over busy_s (evaluation and start-up included). `unrecorded`: processes stopped before their first
+    heartbeat, whose seconds no file holds (left out of busy_s and process_s, so images/s is then an upper bound).
+    A study's own teacher is not counted."""
+    groups: Dict[Tuple[str, str], Dict[str, Any]] = {}
+    for study in plan["studies"]:
+        for path in sorted(glob.glob(f"{results}/studies/{study}/*/s*/metrics.json")):
+            m = pipeline.read_json(path)
+            prov = m.get("provenance") or {}
+            machine = "; ".join(prov.get("machines") or []) or "unknown"
+            for key in ((study, machine), ("all", machine)):
+                g = groups.setdefault(key, dict(runs=0, images=0, procs={}, together=1))
+                g["runs"] += 1
+                g["images"] += int(m.get("train_images") or 0) * int(m.get("epochs_run") or 0)
+                g["together"] = max(g["together"], len(m.get("trained_together") or []) or 1)
+                for p in prov.get("processes") or []:  # seeds trained together share one process: counted once
+                    g["procs"][(p.get("host"), p.get("pid"), p.get("started"))] = p
+    rows = []
+    for (study, machine), g in sorted(groups.items(), key=lambda kv: kv[0][0] == "all"):
+        procs = list(g["procs"].values())
+        spans = [(e - float(p["wall_s"]), e) for p in procs if p.get("started") and p.get("wall_s") is not None
+                 for e in [_ended(p)]]
+        busy = _busy_seconds(spans)
+        rows.append(dict(study=study, machine=machine, runs=g["runs"], processes=len(procs),
+                         unrecorded=len(procs) - len(spans), together_max=g["together"], train_images=g["images"],
+                         busy_s=round(busy, 1), process_s=round(sum(float(p.get("wall_s") or 0.0) for p in procs), 1),
+                         img_per_s=round(g["images"] / busy) if busy > 0 else math.nan))
+    return pd.DataFrame(rows, columns=["study", "machine", "runs", "processes", "unrecorded", "together_max",
+                                       "train_images", "busy_s", "process_s", "img_per_s"])
+
+
 def figure(claims: pd.DataFrame, plan: Dict[str, Any]):
     """Forest plot, one panel per study (its own x range, titled with its budget and seeds): each question's interval
     at its level, confirmatory (black-edged dot) above exploratory, the null at 0 and the margins dotted; colour and
@@ -295,6 +351,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     pipeline.write_csv(runs.round(4), f"{args.out}/runs.csv")
     pipeline.write_csv(plan_mod.power_table(plan).round(4), f"{args.out}/power.csv")
     pipeline.write_csv(machine_shift(plan, args.results).round(4), f"{args.out}/machine_shift.csv")
+    pipeline.write_csv(run_time(plan, args.results), f"{args.out}/run_time.csv")
     cols = ["study", "question", "status", "n", "mean", "ci_low", "ci_high", "converged", "verdict"]
     with open(f"{args.out}/claims.md", "w") as f:
         f.write(claims[cols].round(2).to_markdown(index=False) + "\n")
