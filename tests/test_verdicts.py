@@ -188,11 +188,30 @@ def test_run_time_by_hand(tmp_path):
     t = V.run_time(plan, str(tmp_path)).set_index(["study", "machine"])
     a = t.loc[("a", gpu)]
     assert (a.runs, a.processes, a.unrecorded, a.together_max) == (4, 4, 1, 2)
-    assert a.train_images == 800 and a.busy_s == pytest.approx(190.0) and a.process_s == pytest.approx(240.0)
+    assert a.train_images == 800 and a.busy_wall_s == pytest.approx(190.0) and a.process_s == pytest.approx(240.0)
     assert a.img_per_s == round(800 / 190)
     g = t.loc[("all", gpu)]
-    assert g.runs == 5 and g.train_images == 1000 and g.busy_s == pytest.approx(190.0)  # b's [20, 50] inside
-    assert t.loc[("b", cpu)].busy_s == pytest.approx(10.0) and ("all", cpu) in t.index
+    assert g.runs == 5 and g.train_images == 1000 and g.busy_wall_s == pytest.approx(190.0)  # b's [20, 50] inside
+    assert t.loc[("b", cpu)].busy_wall_s == pytest.approx(10.0) and ("all", cpu) in t.index
     # the data decide: the later sitting moved next to the first, the gap closes and busy falls
     _run(tmp_path, "a", "free", 1, [_proc(2, 50, 100), _proc(3, 140, 40, ended=False)], gpu)
-    assert V.run_time(plan, str(tmp_path)).set_index(["study", "machine"]).loc[("a", gpu)].busy_s == pytest.approx(180.0)
+    assert V.run_time(plan, str(tmp_path)).set_index(["study", "machine"]).loc[("a", gpu)].busy_wall_s == pytest.approx(180.0)
+
+
+def test_claims_carry_the_plans_power(tmp_path):
+    """Each confirmatory row carries the power plan.power_table gives its question (at the paper's and the pilot's
+    effect); an exploratory row none; more seeds in the plan, more power on the row."""
+    plan = _plan()
+    h = P.study_hash(plan, "confirm_3k")
+    _tree(tmp_path, "confirm_3k", [h] * 3, acc=0.83)
+    claims = V.judge(plan, "confirm_3k", str(tmp_path))
+    ex = claims.iloc[0].copy()
+    ex["status"] = "exploratory"
+    rows = V.with_power(pd.concat([claims, ex.to_frame().T], ignore_index=True), plan)
+    want = P.power_table(plan).set_index(["study", "id"]).loc[("confirm_3k", claims.iloc[0].question)]
+    assert list(rows.columns[rows.columns.get_loc("planned") + 1:][:2]) == ["power_paper", "power_pilot"]
+    assert rows.iloc[0].power_pilot == pytest.approx(want.power_pilot) and 0 < want.power_pilot < 1
+    assert math.isnan(rows.iloc[-1].power_pilot) and math.isnan(rows.iloc[-1].power_paper)
+    more = copy.deepcopy(plan)
+    more["studies"]["confirm_3k"]["seeds"] = list(range(100, 106))
+    assert V.with_power(claims, more).iloc[0].power_pilot > rows.iloc[0].power_pilot

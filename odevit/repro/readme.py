@@ -933,10 +933,15 @@ def findings(c: pd.DataFrame, plan: Dict[str, Any], runs: pd.DataFrame) -> str:
             num = "no run" if not r.n else f"{r.mean:+.2f} {r.unit}" + _interval(r.ci_low, r.ci_high) + f", n = {r.n}"
             parts.append(f"  - {r.claim}: {num} — *{r.verdict}*")
         late = runs[(runs.study == name) & ~runs.converged.astype(bool)]
-        why = [] if late.empty else ["  - not converged: " + ", ".join(
+        per_cell = st.get("convergence") == "cell_mean"  # then a run failing the rule withholds no row by itself
+        why = [] if late.empty else [("  - failing the per-run rule (judged per cell, `convergence: cell_mean`: a "
+                                      "row waits only for a cell whose runs fail it on average): " if per_cell else
+                                      "  - not converged: ") + ", ".join(
             f"{r.cell} s{r.seed} (+{r.gain_last_pts:.3f} pt in its last quarter, threshold {r.threshold_pts:.3f})"
             for r in late.itertuples())]
-        out.append("\n".join([f"- **{name}** — {st['description'].rstrip('.')}:"] + parts + why))
+        out.append("\n".join([f"- **{name}** — {st['description'].rstrip('.')}"
+                               + (" (judged per cell: `convergence: cell_mean`)" if per_cell and "cell_mean" not in
+                                  st["description"] else "") + ":"] + parts + why))
     return "\n".join(out)
 
 
@@ -949,14 +954,20 @@ def evidence_time(root: str = ".") -> str:
     for r in pd.concat([t[t.study == "all"], t[t.study != "all"]]).itertuples():
         gone = f", {r.unrecorded} unrecorded" if r.unrecorded else ""
         rows.append(f"| {'**every study**' if r.study == 'all' else r.study} | {r.machine} | {r.runs} "
-                    f"({r.processes}{gone}; {r.together_max}) | {r.train_images / 1e6:.2f} M | {r.busy_s / 60:.1f} min "
+                    f"({r.processes}{gone}; {r.together_max}) | {r.train_images / 1e6:.2f} M | {r.busy_wall_s / 60:.1f} min "
                     f"| {r.process_s / 60:.1f} min | {r.img_per_s:,.0f}{' (at most)' if r.unrecorded else ''} |")
-    return ("Every finished run of the plan, from its own provenance (`results/evidence/run_time.csv`, written by "
-            "`dvc repro -s evidence`): *busy wall* = the seconds at least one of its processes ran (start-up, "
-            "evaluation and concurrency included; the gaps between sittings left out); *process-seconds* = their "
-            "walls summed; *unrecorded* = processes stopped before their first heartbeat, whose seconds no file "
-            "holds (images/s is then an upper bound). Studies that shared a machine at once each count the "
-            "shared seconds; the **every study** rows count them once.\n\n" + "\n".join(rows))
+    return ("Every finished run of the plan, from the provenance each run records (`results/evidence/run_time.csv`, "
+            "written by `dvc repro -s evidence`). *runs (processes; most seeds in one)*: a process trains one run, or "
+            "with `--together K` up to K seeds of a cell; a resumed run adds a process. *busy wall*: the seconds at "
+            "least one of the processes was running (each from its start-up to its end), so time between separate "
+            "commands or sessions is left out and processes running at once count once. *process-seconds*: the "
+            "processes' wall times summed. *unrecorded*: processes stopped before their first progress record, whose "
+            "seconds no file holds; they are left out of the busy wall, so images/s is then an upper bound. "
+            "*images/s*: training images over the busy wall, the machine's rate under that study's concurrency and "
+            "budget (evaluation and start-up included), not one run's speed: rows run with other concurrency or "
+            "budgets do not compare. The **every study** rows pool all runs on that machine type, from different "
+            "days and machines of the kind; studies that shared a machine at once count the shared seconds once "
+            "there.\n\n" + "\n".join(rows))
 
 
 SECTIONS: Dict[str, Callable[[str], str]] = {

@@ -234,7 +234,7 @@ def machine_shift(plan: Dict[str, Any], results: str = "results") -> pd.DataFram
                                        "identical", "machine_here", "machine_replicate"])
 
 
-def _busy_seconds(spans: List[Tuple[float, float]]) -> float:
+def _busy_wall_seconds(spans: List[Tuple[float, float]]) -> float:
     """Seconds covered by the union of [start, end] spans: the time at least one of them ran."""
     total, end = 0.0, -math.inf
     for a, b in sorted(spans):
@@ -242,6 +242,19 @@ def _busy_seconds(spans: List[Tuple[float, float]]) -> float:
             total += b - max(a, end)
             end = b
     return total
+
+
+def with_power(claims: pd.DataFrame, plan: Dict[str, Any]) -> pd.DataFrame:
+    """`claims` with the power the plan gave each confirmatory row's seeds (plan.power_table): `power_paper` at the
+    paper's effect, `power_pilot` at the pilot's (or the effect of interest the question names); NaN on exploratory
+    rows, whose seeds no power calculation chose. Placed after `planned`."""
+    pw = plan_mod.power_table(plan)[["study", "id", "power_paper", "power_pilot"]].rename(columns={"id": "question"})
+    out = claims.drop(columns=["power_paper", "power_pilot"], errors="ignore").merge(pw, on=["study", "question"],
+                                                                                      how="left")
+    out.loc[out.status == "exploratory", ["power_paper", "power_pilot"]] = math.nan
+    cols = [c for c in claims.columns if c not in ("power_paper", "power_pilot")]
+    i = cols.index("planned") + 1
+    return out[cols[:i] + ["power_paper", "power_pilot"] + cols[i:]]
 
 
 def _ended(p: Dict[str, Any]) -> float:
@@ -257,10 +270,11 @@ def run_time(plan: Dict[str, Any], results: str = "results") -> pd.DataFrame:
     run's machines joined, as runs.csv's `machine`), then per machine over every study (study "all": studies that
     shared a machine at once are counted once): the finished runs; their processes (one per run, or one per cell's
     seeds trained together: `--together`); the largest number trained in one process; the training images
-    (train_images x epochs_run, summed over runs); `busy_s`, the union of the processes' [start, end] — the seconds
-    at least one of them ran, the gaps between sittings left out; `process_s`, the processes' wall summed; and
-    images/s over busy_s (evaluation and start-up included). `unrecorded`: processes stopped before their first
-    heartbeat, whose seconds no file holds (left out of busy_s and process_s, so images/s is then an upper bound).
+    (train_images x epochs_run, summed over runs); `busy_wall_s`, the union of the processes' [end - wall_s, end] (wall_s
+    counts a process's start-up, before its record's `started`) — the seconds at least one of them ran, the gaps
+    between sittings left out; `process_s`, the processes' wall summed; and
+    images/s over busy_wall_s (evaluation and start-up included). `unrecorded`: processes stopped before their first
+    heartbeat, whose seconds no file holds (left out of busy_wall_s and process_s, so images/s is then an upper bound).
     A study's own teacher is not counted."""
     groups: Dict[Tuple[str, str], Dict[str, Any]] = {}
     for study in plan["studies"]:
@@ -280,13 +294,13 @@ def run_time(plan: Dict[str, Any], results: str = "results") -> pd.DataFrame:
         procs = list(g["procs"].values())
         spans = [(e - float(p["wall_s"]), e) for p in procs if p.get("started") and p.get("wall_s") is not None
                  for e in [_ended(p)]]
-        busy = _busy_seconds(spans)
+        busy = _busy_wall_seconds(spans)
         rows.append(dict(study=study, machine=machine, runs=g["runs"], processes=len(procs),
                          unrecorded=len(procs) - len(spans), together_max=g["together"], train_images=g["images"],
-                         busy_s=round(busy, 1), process_s=round(sum(float(p.get("wall_s") or 0.0) for p in procs), 1),
+                         busy_wall_s=round(busy, 1), process_s=round(sum(float(p.get("wall_s") or 0.0) for p in procs), 1),
                          img_per_s=round(g["images"] / busy) if busy > 0 else math.nan))
     return pd.DataFrame(rows, columns=["study", "machine", "runs", "processes", "unrecorded", "together_max",
-                                       "train_images", "busy_s", "process_s", "img_per_s"])
+                                       "train_images", "busy_wall_s", "process_s", "img_per_s"])
 
 
 def figure(claims: pd.DataFrame, plan: Dict[str, Any]):
@@ -345,7 +359,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     os.makedirs(args.out, exist_ok=True)
     by_study = {n: collect(args.results, n, plan["rules"]["convergence"]) for n in plan["studies"]}
     teacher = _teacher_acc1(args.results)
-    claims = pd.concat([judge(plan, n, args.results, teacher, r) for n, r in by_study.items()], ignore_index=True)
+    claims = with_power(pd.concat([judge(plan, n, args.results, teacher, r) for n, r in by_study.items()],
+                                  ignore_index=True), plan)
     runs = pd.concat([r.assign(study=n) for n, r in by_study.items()], ignore_index=True)
     pipeline.write_csv(claims.round(4), f"{args.out}/claims.csv")
     pipeline.write_csv(runs.round(4), f"{args.out}/runs.csv")

@@ -8,8 +8,11 @@ docs/evidence/together_h100/results/studies/ablations_3k/ref/s60*.
 
     python docs/evidence/together_h100/compare.py    # -> docs/evidence/together_h100/summary.csv
 
-Per seed: test Acc@1 at N, N/2 and 2N both ways and their difference (points), the best epochs; then the ref cell's
-seed SD over its 16 seeds and the smallest SD of a paired difference among ablations_3k's rows, for scale.
+Per seed: test Acc@1 at N, N/2 and 2N both ways and their difference (points), the best epochs, each way's process wall
+and its training loop's median images/s (a together-16 process: its 16 seeds counted together; the alone runs shared
+the GPU 4 at a time, the together-16 processes 4 then 3 at a time); then the ref cell's seed SD over its 16 seeds and
+the smallest SD of a paired difference among ablations_3k's rows, for scale. The two ways differ in two things: the
+batching (vmap over 16 models) and the attention kernel (explicit softmax under vmap, the fused kernel alone).
 """
 import glob
 import json
@@ -37,6 +40,12 @@ def main() -> None:
             row[f"{k}_alone"], row[f"{k}_together16"] = 100 * a[k], 100 * t[k]
             row[f"{k}_diff_pts"] = round(100 * (a[k] - t[k]), 2)
         row["best_epoch_alone"], row["best_epoch_together16"] = a["best_epoch"], t["best_epoch"]
+        for way, m, d in (("alone", a, os.path.dirname(alone)),
+                          ("together16", t, f"{ROOT}/results/studies/ablations_3k/ref/{seed}")):
+            # the process's wall (start-up and evaluation included) and its training loop's median images/s over
+            # epochs (history img_per_s: all the seeds of the process counted together)
+            row[f"{way}_process_wall_s"] = m["provenance"]["processes"][0]["wall_s"]
+            row[f"{way}_loop_img_per_s_median"] = round(float(pd.read_csv(f"{d}/history.csv").img_per_s.median()))
         rows.append(row)
     df = pd.DataFrame(rows)
     ref = [100 * _m(p)["acc1"] for p in glob.glob(f"{ROOT}/results/studies/ablations_3k/ref/s*/metrics.json")]
