@@ -37,7 +37,7 @@ def main() -> None:
         assert a["source"] == t["source"] and not a.get("trained_together") and len(t["trained_together"]) == 16
         row = {"seed": a["seed"], "source": a["source"], "device": a["provenance"]["machines"][0]}
         for k in ("acc1", "acc1_half_n", "acc1_double_n"):
-            row[f"{k}_alone"], row[f"{k}_together16"] = 100 * a[k], 100 * t[k]
+            row[f"{k}_alone"], row[f"{k}_together16"] = round(100 * a[k], 2), round(100 * t[k], 2)
             row[f"{k}_diff_pts"] = round(100 * (a[k] - t[k]), 2)
         row["best_epoch_alone"], row["best_epoch_together16"] = a["best_epoch"], t["best_epoch"]
         for way, m, d in (("alone", a, os.path.dirname(alone)),
