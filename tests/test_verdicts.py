@@ -207,11 +207,11 @@ def test_claims_carry_the_plans_power(tmp_path):
     claims = V.judge(plan, "confirm_3k", str(tmp_path))
     ex = claims.iloc[0].copy()
     ex["status"] = "exploratory"
-    rows = V.with_power(pd.concat([claims, ex.to_frame().T], ignore_index=True), plan)
+    rows = V.with_power(pd.concat([claims, ex.to_frame().T], ignore_index=True), P.power_table(plan))
     want = P.power_table(plan).set_index(["study", "id"]).loc[("confirm_3k", claims.iloc[0].question)]
     assert list(rows.columns[rows.columns.get_loc("planned") + 1:][:2]) == ["power_paper", "power_pilot"]
     assert rows.iloc[0].power_pilot == pytest.approx(want.power_pilot) and 0 < want.power_pilot < 1
     assert math.isnan(rows.iloc[-1].power_pilot) and math.isnan(rows.iloc[-1].power_paper)
     more = copy.deepcopy(plan)
     more["studies"]["confirm_3k"]["seeds"] = list(range(100, 106))
-    assert V.with_power(claims, more).iloc[0].power_pilot > rows.iloc[0].power_pilot
+    assert V.with_power(claims, P.power_table(more)).iloc[0].power_pilot > rows.iloc[0].power_pilot

@@ -771,8 +771,7 @@ def plan_verdicts(root: str = ".") -> str:
     def cell(r: Any) -> str:
         if not r.n:
             return f"– (0 of {r.planned} seeds) **{r.verdict}**"
-        ci = "" if pd.isna(r.ci_low) else f" [{r.ci_low:+.2f}, {r.ci_high:+.2f}]"
-        return f"{r['mean']:+.2f}{ci} {r.unit}, n = {r.n}: **{r.verdict}**"
+        return f"{r['mean']:+.2f}{_interval(r.ci_low, r.ci_high)} {r.unit}, n = {r.n}: **{r.verdict}**"
 
     rows = ["| study | question | test | confirmatory (fresh seeds, this plan) | exploratory (seeds 0-2, rules chosen after; "
             "judged here by this plan) | replicated? |", "|---|---|---|---|---|---|"]

@@ -244,17 +244,16 @@ def _busy_wall_seconds(spans: List[Tuple[float, float]]) -> float:
     return total
 
 
-def with_power(claims: pd.DataFrame, plan: Dict[str, Any]) -> pd.DataFrame:
-    """`claims` with the power the plan gave each confirmatory row's seeds (plan.power_table): `power_paper` at the
-    paper's effect, `power_pilot` at the pilot's (or the effect of interest the question names); NaN on exploratory
-    rows, whose seeds no power calculation chose. Placed after `planned`."""
-    pw = plan_mod.power_table(plan)[["study", "id", "power_paper", "power_pilot"]].rename(columns={"id": "question"})
-    out = claims.drop(columns=["power_paper", "power_pilot"], errors="ignore").merge(pw, on=["study", "question"],
-                                                                                      how="left")
-    out.loc[out.status == "exploratory", ["power_paper", "power_pilot"]] = math.nan
-    cols = [c for c in claims.columns if c not in ("power_paper", "power_pilot")]
-    i = cols.index("planned") + 1
-    return out[cols[:i] + ["power_paper", "power_pilot"] + cols[i:]]
+def with_power(claims: pd.DataFrame, power: pd.DataFrame) -> pd.DataFrame:
+    """`claims` with the power the plan gave each confirmatory row's seeds (`power`: plan.power_table):
+    `power_paper` at the paper's effect, `power_pilot` at the pilot's (or the effect of interest the question names);
+    NaN on exploratory rows, whose seeds no power calculation chose. Placed after `planned`."""
+    keep = ["power_paper", "power_pilot"]
+    out = claims.merge(power[["study", "id"] + keep].rename(columns={"id": "question"}), on=["study", "question"],
+                       how="left")
+    out.loc[out.status == "exploratory", keep] = math.nan
+    i = list(claims.columns).index("planned") + 1
+    return out[list(claims.columns[:i]) + keep + list(claims.columns[i:])]
 
 
 def _ended(p: Dict[str, Any]) -> float:
@@ -359,12 +358,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     os.makedirs(args.out, exist_ok=True)
     by_study = {n: collect(args.results, n, plan["rules"]["convergence"]) for n in plan["studies"]}
     teacher = _teacher_acc1(args.results)
+    power = plan_mod.power_table(plan)  # power.csv, and each claims row's own power
     claims = with_power(pd.concat([judge(plan, n, args.results, teacher, r) for n, r in by_study.items()],
-                                  ignore_index=True), plan)
+                                  ignore_index=True), power)
     runs = pd.concat([r.assign(study=n) for n, r in by_study.items()], ignore_index=True)
     pipeline.write_csv(claims.round(4), f"{args.out}/claims.csv")
     pipeline.write_csv(runs.round(4), f"{args.out}/runs.csv")
-    pipeline.write_csv(plan_mod.power_table(plan).round(4), f"{args.out}/power.csv")
+    pipeline.write_csv(power.round(4), f"{args.out}/power.csv")
     pipeline.write_csv(machine_shift(plan, args.results).round(4), f"{args.out}/machine_shift.csv")
     pipeline.write_csv(run_time(plan, args.results), f"{args.out}/run_time.csv")
     cols = ["study", "question", "status", "n", "mean", "ci_low", "ci_high", "converged", "verdict"]
