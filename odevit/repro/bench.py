@@ -2,6 +2,7 @@
 
     python -m odevit.repro.bench                 # writes results/bench/bench.json and bench.md
     python -m odevit.repro.bench --quick         # default config only
+    python -m odevit.repro.bench --jasmin "paper Small (224/16, D768, r1, N35)"   # its JaSMin step, compiled or not
 
 Per config and dtype (fp32; bf16 autocast where this device's bf16 matmuls are native): training step (forward +
 backward + AdamW) and inference images/s as the median of timed repetitions after warm-up (with min and max), FLOPs per image counted by
@@ -246,6 +247,78 @@ def compiled(spec: tuple, device: torch.device, reps: int) -> Dict[str, Any]:
                       "train_img_s_max": B / v["min_s"]} for k, v in t.items()]}
 
 
+MODES = ("eager", "default", "max-autotune-no-cudagraphs", "reduce-overhead")  # torch.compile modes; eager: none
+
+
+def jasmin_step(spec: tuple, device: torch.device, reps: int, amp: bool,
+                modes: Sequence[str] = MODES) -> Dict[str, Any]:
+    """The ODE-ViT training step as a study trains it from scratch (CE + JaSMin on every step's attention map, so the
+    explicit-softmax attention path: `ode_scratch(0.0, 1.0, 2)`, forward + backward + AdamW), at `spec`'s shape and
+    batch, bf16 autocast when `amp`: eager, and the loss under `torch.compile` in each mode (`reduce-overhead`: CUDA
+    graphs), each a copy of one initialisation, timed round-robin. Per variant images/s and GFLOP/s (FLOPs of the
+    eager step counted at batch 1) and the seconds of its first two steps (tracing and code generation). A mode that
+    fails here records why, and the others are timed."""
+    from .objectives import ode_scratch
+
+    x, y = batch(spec, device)
+    base = make_pair(spec, device)["ODE-ViT"].train()
+    obj = ode_scratch(0.0, 1.0, 2)
+    fl = flops(lambda: obj(base, x[:1], y[:1], 0)[0].backward())
+    base.zero_grad(set_to_none=True)
+    steps: Dict[str, Callable[[], None]] = {}
+    first_s: Dict[str, float] = {}
+    errors: Dict[str, str] = {}
+    for mode in modes:
+        model = copy.deepcopy(base)
+        opt = torch.optim.AdamW(model.parameters(), 1e-4)
+
+        def loss_fn(xb: torch.Tensor, yb: torch.Tensor, model: nn.Module = model) -> torch.Tensor:
+            with torch.autocast(device.type, torch.bfloat16, enabled=amp):
+                return obj(model, xb, yb, 0)[0]
+
+        try:
+            fn = loss_fn if mode == "eager" else torch.compile(loss_fn, mode=None if mode == "default" else mode)
+
+            def step(fn: Callable = fn, opt: torch.optim.Optimizer = opt) -> None:
+                loss = fn(x, y)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+
+            first_s[mode] = _clock(lambda: (step(), step()), device)
+        except Exception as e:  # noqa: BLE001 - the reason is the result: reported, the other modes still timed
+            errors[mode] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            continue
+        steps[mode] = step
+    t = timed_together(steps, reps, 1, device) if steps else {}
+    B = len(x)
+    return {"batch": B, "dtype": "bf16" if amp else "fp32", "gflop_per_img": fl / 1e9, "first_two_steps_s": first_s,
+            "errors": errors,
+            "rows": [{"mode": k, "train_img_s": B / v["median_s"], "train_img_s_min": B / v["max_s"],
+                      "train_img_s_max": B / v["min_s"], "achieved_gflop_s": fl * B / v["median_s"] / 1e9}
+                     for k, v in t.items()]}
+
+
+def jasmin_markdown(result: Dict[str, Any]) -> str:
+    """The `--jasmin` table: each variant's images/s, GFLOP/s and its share of the same run's matmul roof."""
+    meta, j = result["meta"], result["jasmin"]
+    roof = meta["matmul_roof_gflop_s"][j["dtype"]]
+    eager = next((r["train_img_s"] for r in j["rows"] if r["mode"] == "eager"), float("nan"))
+    lines = [f"ODE-ViT training step with JaSMin (CE + JaSMin on every step's attention map, as a study trains from "
+             f"scratch), {result['config']}, {j['dtype']}, batch {j['batch']}, {j['gflop_per_img']:.1f} GFLOP per "
+             f"image. Machine: {meta['device']}, {meta['threads']} threads, torch {meta['torch']}, {meta['date']}; "
+             f"large-matmul roof {roof:.0f} GFLOP/s {j['dtype']} (best of the run's two measurements); whole run "
+             f"{meta['wall_s']:.0f} s.", "",
+             "| torch.compile mode | train img/s (min–max) | / eager | GFLOP/s | roof ratio | first two steps (s) |",
+             "|---|---|---|---|---|---|"]
+    for r in j["rows"]:
+        lines.append(f"| {r['mode']} | {_rate(r['train_img_s'])} ({_rate(r['train_img_s_min'])}–"
+                     f"{_rate(r['train_img_s_max'])}) | {r['train_img_s'] / eager:.2f} | {r['achieved_gflop_s']:.0f} | "
+                     f"{r['achieved_gflop_s'] / roof:.2f} | {j['first_two_steps_s'][r['mode']]:.1f} |")
+    lines += [f"| {m} | failed: {e} | | | | |" for m, e in j["errors"].items()]
+    return "\n".join(lines)
+
+
 def activation_memory(device: torch.device) -> List[Dict[str, Any]]:
     """Bytes autograd saves per image in one training forward (CE + JaSMin maps, as ode_scratch trains), at every
     config, with and without gradient checkpointing of the solver steps (`set_grad_checkpointing`); measured at
@@ -339,6 +412,10 @@ def main() -> None:
     ap.add_argument("--out", default="results/bench")
     ap.add_argument("--no-compile", dest="compile", action="store_false",
                     help="skip the torch.compile comparison (its compilation takes about 80 s on 2 CPU cores)")
+    ap.add_argument("--jasmin", metavar="CONFIG", choices=list(CONFIGS),
+                    help="only the training step with JaSMin at CONFIG, eager and under torch.compile's modes, against "
+                         "the roof (bf16 where native): jasmin.json / .md")
+    ap.add_argument("--modes", default=",".join(MODES), help=f"with --jasmin: of {', '.join(MODES)}")
     ap.add_argument("--activation-only", action="store_true",
                     help="only the activation-memory table (seconds): activation_memory.json / .md")
     args = ap.parse_args()
@@ -352,6 +429,26 @@ def main() -> None:
         write_text(activation_markdown(acts), os.path.join(args.out, "activation_memory.md"))
         return
     torch.manual_seed(0)
+    if args.jasmin:
+        modes = args.modes.split(",")
+        bad = [m for m in modes if m not in MODES]
+        if bad:
+            raise SystemExit(f"--modes: {bad} not among {list(MODES)}")
+        native = native_bf16(device)[0]
+        dtype = "bf16" if native else "fp32"
+        roof = matmul_roof(device, DTYPES[dtype])
+        j = jasmin_step(CONFIGS[args.jasmin], device, args.reps, native, modes)
+        for r in j["rows"]:
+            print(f"{r['mode']:28s} train {r['train_img_s']:9.1f} img/s  roof {r['achieved_gflop_s'] / roof:.2f}", flush=True)
+        roof = max(roof, matmul_roof(device, DTYPES[dtype]))  # its best, as the main run's ratios
+        meta = {"device": torch.cuda.get_device_name() if device.type == "cuda" else platform.processor() or "cpu",
+                "threads": torch.get_num_threads(), "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
+                "matmul_roof_gflop_s": {dtype: roof}, "wall_s": time.perf_counter() - t0, "machine_info": machine_info()}
+        result = {"meta": meta, "config": args.jasmin, "jasmin": j}
+        write_json(result, os.path.join(args.out, "jasmin.json"))
+        write_text(jasmin_markdown(result), os.path.join(args.out, "jasmin.md"))
+        print(f"wrote {args.out}/jasmin.json and jasmin.md ({meta['wall_s']:.0f} s)", flush=True)
+        return
     native, probe = native_bf16(device)
     dtypes = args.dtypes.split(",") if args.dtypes != "auto" else ["fp32"] + (["bf16"] if native else [])
     if "bf16" not in dtypes:
