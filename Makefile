@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install lock test repro evidence data clean-venv
+.PHONY: install lock test repro evidence evidence-gpu data clean-venv
 
 # The lock (docs/reproducibility.md): uv's `pip compile --generate-hashes` over pyproject.toml's dependencies and
 # its extras, a plain requirements file that pip installs itself with --require-hashes (no extra tool at install
@@ -53,6 +53,19 @@ repro: $(STAMP) data  # the quick run; results/run.json: this machine and the wa
 # a 2-core CPU; several runs at once: odevit.repro.runner
 evidence: $(STAMP) data
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro evidence publish_evidence
+
+# the same runs on one CUDA GPU, the fast way (README "Two commands"): every study's runs not finished yet, up to
+# TOGETHER seeds of a cell trained as one batched model per process (runner --together) and JOBS processes sharing the
+# GPU under MPS; then recorded in dvc.lock (runner --commit, which refuses a run trained by other code), the verdicts
+# computed and the weights published. A stopped command resumes each run from its last.pt.
+TOGETHER ?= 16
+JOBS ?= 4
+evidence-gpu: $(STAMP) data
+	@$(BIN)/python -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 'evidence-gpu: torch sees no CUDA GPU here (make evidence trains the same stages on any machine)')"
+	-nvidia-cuda-mps-control -d 2>/dev/null  # several processes share the GPU (already running, or no MPS: goes on)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m odevit.repro.runner all --together $(TOGETHER) --jobs $(JOBS) --threads 2
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m odevit.repro.runner all --commit
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro -s evidence publish_evidence
 
 clean-venv:
 	rm -rf $(VENV)

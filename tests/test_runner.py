@@ -48,3 +48,12 @@ def test_cells_select_part_of_a_study_and_unknown_cells_fail():
 
 def test_an_unknown_study_is_one_clean_error(capsys):
     assert runner.main(["nope"]) == 2 and "not one of" in capsys.readouterr().err
+
+
+def test_all_means_every_study_of_the_plan(capsys):
+    """`runner all` (make evidence-gpu) resolves to every study of plan.yaml: an unknown cell is then refused with the
+    cells of all of them, before anything runs."""
+    plan = P.load()
+    assert runner.main(["all", "--cells", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "'nope' is not a cell of " + ", ".join(plan["studies"]) in err

@@ -5,6 +5,7 @@
     python -m odevit.repro.runner confirm_55k --together 5 --jobs 3          # GPU: a cell's 5 seeds in one process
     python -m odevit.repro.runner confirm_55k --commit                       # here: `dvc commit` the finished runs
     python -m odevit.repro.runner ablations_3k --cells ref,parallel --together 16   # part of a study (one session)
+    python -m odevit.repro.runner all --together 16 --jobs 4                 # every study of the plan (make evidence-gpu)
 
 Each run is its stage's own command (`python -m odevit.repro.study CELL SEED --study STUDY`), so what it writes is
 what `dvc repro STUDY@CELL-SEED` writes; its output goes to checkpoints/studies/STUDY/CELL/sSEED/log.txt. With
@@ -172,7 +173,7 @@ def commit(plan: dict, studies: List[str]) -> List[str]:
 
 def main(argv: List[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Run plan study stages several at a time; --commit records them in DVC")
-    ap.add_argument("studies", nargs="+")
+    ap.add_argument("studies", nargs="+", help="study names of plan.yaml, or `all`: every study of the plan")
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--threads", type=int, default=max(1, (os.cpu_count() or 1) // 2))
     ap.add_argument("--deadline", type=float, default=0.0, help="seconds; 0 = none")
@@ -183,6 +184,8 @@ def main(argv: List[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         plan = plan_mod.load()
+        if args.studies == ["all"]:
+            args.studies = list(plan["studies"])
         if args.commit:
             print("\n".join(commit(plan, args.studies)) or "no finished run")
             return 0
