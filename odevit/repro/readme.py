@@ -969,6 +969,28 @@ def evidence_time(root: str = ".") -> str:
             "there.\n\n" + "\n".join(rows))
 
 
+def machine_shift(root: str = ".") -> str:
+    """The machine as a measured variance component (results/evidence/machine_shift.csv, written by the evidence
+    stage from plan.yaml's `replicates`): per replicated cell the shift of its runs against the seed spread."""
+    t = pd.read_csv(os.path.join(root, "results/evidence/machine_shift.csv"))
+    head = ("The same study, cells, seeds and code trained again on another machine type (plan.yaml `replicates`), "
+            "compared run by run (`results/evidence/machine_shift.csv`, written by `dvc repro -s evidence`). *shift*: "
+            "the replicate's test Acc@1 − this one's, in points; *seed SD*: the SD of the cell's Acc@1 over all its "
+            "seeds here. Were the machine as strong as drawing every seed afresh, the shift's SD would be about √2 × "
+            "the seed SD; a mean shift well away from 0 with a small SD is a systematic machine effect, which a seed "
+            "interval cannot see.")
+    if t.empty:
+        return head + "\n\nNo replicate measured yet."
+    rows = ["| study | cell | here → replicate | seeds | shift: mean (SD) | largest \\|shift\\| | runs identical "
+            "| seed SD here | shift SD / seed SD |", "|---|---|---|---|---:|---:|---:|---:|---:|"]
+    for r in t.itertuples():
+        ratio = r.shift_sd / r.seed_sd_here if r.seed_sd_here > 0 else math.nan
+        rows.append(f"| {r.study} | {r.cell} | {r.machine_here} → {r.machine_replicate} | {r.seeds} | "
+                    f"{r.shift_mean:+.2f} ({r.shift_sd:.2f}) pt | {r.shift_max_abs:.2f} pt | {r.identical} of {r.n} | "
+                    f"{r.seed_sd_here:.2f} pt | {ratio:.2f} |")
+    return head + "\n\n" + "\n".join(rows)
+
+
 SECTIONS: Dict[str, Callable[[str], str]] = {
     "plan-verdicts": plan_verdicts, "key-findings": key_findings,
     "claims-summary": claims_summary, "module-map": module_map, "claims-table": claims_table, "main-table": main_table, "weights-table": weights_table,
@@ -976,6 +998,7 @@ SECTIONS: Dict[str, Callable[[str], str]] = {
     "dynamics-summary": dynamics_summary, "bench-tables": bench_tables, "bench-summary": bench_summary,
     "cpu-study": cpu_study, "converged-study": converged_study, "budget-curve": budget_curve,
     "float-noise": float_noise, "gpu-estimate": gpu_estimate, "gpu-study": gpu_study, "run-time": run_time, "evidence-time": evidence_time,
+    "machine-shift": machine_shift,
     "cite": cite,
 }
 

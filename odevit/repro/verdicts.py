@@ -214,7 +214,9 @@ def machine_shift(plan: Dict[str, Any], results: str = "results") -> pd.DataFram
     """The machine as a measured variance component: each replicate (plan.yaml `replicates`: the same study, cells,
     seeds and code re-run on another machine type, its results folder) against the study's runs here, run by run.
     Per (replicate, cell): n paired runs, the mean and SD over seeds of the shift (replicate - here, Acc@1 points),
-    the largest |shift|, how many runs are bit-identical in Acc@1, and the machines on each side."""
+    the largest |shift|, how many runs are bit-identical in Acc@1, the SD of Acc@1 over the cell's seeds here (all of
+    the study's seeds: the scale the shift compares with; were the machine a fresh draw of every seed, the shift's SD
+    would be sqrt(2) times it), and the machines on each side."""
     rule = plan["rules"]["convergence"]
     rows = []
     for rep in plan.get("replicates") or []:
@@ -225,13 +227,16 @@ def machine_shift(plan: Dict[str, Any], results: str = "results") -> pd.DataFram
         m = here.merge(there, on=["cell", "seed"], suffixes=("", "_rep"))
         for cell, g in m.groupby("cell"):
             d = (g.acc1_rep - g.acc1).to_numpy(dtype=np.float64)
+            spread = here.acc1[here.cell == cell].to_numpy(dtype=np.float64)
             rows.append(dict(replicate=rep["results"], study=rep["study"], cell=cell, n=len(d),
+                             seeds=" ".join(str(x) for x in sorted(g.seed)),
                              shift_mean=float(d.mean()), shift_sd=float(d.std(ddof=1)) if len(d) > 1 else math.nan,
                              shift_max_abs=float(np.abs(d).max()), identical=int((d == 0).sum()),
+                             seed_sd_here=float(spread.std(ddof=1)) if len(spread) > 1 else math.nan,
                              machine_here="; ".join(sorted(g.machine.unique())),
                              machine_replicate="; ".join(sorted(g.machine_rep.unique()))))
-    return pd.DataFrame(rows, columns=["replicate", "study", "cell", "n", "shift_mean", "shift_sd", "shift_max_abs",
-                                       "identical", "machine_here", "machine_replicate"])
+    return pd.DataFrame(rows, columns=["replicate", "study", "cell", "n", "seeds", "shift_mean", "shift_sd",
+                                       "shift_max_abs", "identical", "seed_sd_here", "machine_here", "machine_replicate"])
 
 
 def _busy_wall_seconds(spans: List[Tuple[float, float]]) -> float:
