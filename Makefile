@@ -57,12 +57,13 @@ evidence: $(STAMP) data
 # the same runs on one CUDA GPU, the fast way (README "Two commands"): every study's runs not finished yet, up to
 # TOGETHER seeds of a cell trained as one batched model per process (runner --together) and JOBS processes sharing the
 # GPU under MPS; then recorded in dvc.lock (runner --commit, which refuses a run trained by other code), the verdicts
-# computed and the weights published. A stopped command resumes each run from its last.pt.
+# computed and the weights published. A stopped command resumes each run from its last.pt; a failed run stops it
+# before the commit (runner exits 1; its log.txt says why).
 TOGETHER ?= 16
 JOBS ?= 4
 evidence-gpu: $(STAMP) data
 	@$(BIN)/python -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 'evidence-gpu: torch sees no CUDA GPU here (make evidence trains the same stages on any machine)')"
-	-nvidia-cuda-mps-control -d 2>/dev/null  # several processes share the GPU (already running, or no MPS: goes on)
+	command -v nvidia-cuda-mps-control >/dev/null && nvidia-cuda-mps-control -d 2>/dev/null || true  # processes share the GPU (MPS daemon: stays up; echo quit | nvidia-cuda-mps-control stops it)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m odevit.repro.runner all --together $(TOGETHER) --jobs $(JOBS) --threads 2
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m odevit.repro.runner all --commit
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro -s evidence publish_evidence

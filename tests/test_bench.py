@@ -67,33 +67,39 @@ def test_compiled_table_and_its_failure_reason(monkeypatch):
 
 def test_jasmin_step_modes_and_table(monkeypatch):
     """`--jasmin`: the study's CE + JaSMin step eager and compiled (dynamo traced here, with the aot_eager backend:
-    inductor's code generation takes a minute on 2 cores); a mode that fails is reported with its reason and the others are still timed; the table's ratios
-    are computed from the rows (hand-made rows, hand-computed ratios)."""
+    inductor's code generation takes a minute on 2 cores); a mode that fails (here the second) is reported with its
+    reason and the modes after it are still timed, each through its own compiled function (2 first steps + 1 warm-up
+    + reps calls each); the table's ratios are computed from the rows (hand-made rows, hand-computed ratios) and a |
+    in an error message cannot split its table cell."""
     real = torch.compile
-    modes = []
+    calls = {}
 
     def traced(fn, mode=None):
-        modes.append(mode)
-        if mode == "reduce-overhead":
-            raise RuntimeError("no CUDA graphs here\nmore")
-        return real(fn, backend="aot_eager")
+        if mode is None:
+            raise RuntimeError("no inductor | here\nmore")
+        compiled = real(fn, backend="aot_eager")
+
+        def counted(*a, **k):
+            calls[mode] = calls.get(mode, 0) + 1
+            return compiled(*a, **k)
+        return counted
 
     monkeypatch.setattr(torch, "compile", traced)
-    j = bench.jasmin_step(SPEC, torch.device("cpu"), reps=1, amp=False)
-    assert modes == [None, "max-autotune-no-cudagraphs", "reduce-overhead"]
-    assert [r["mode"] for r in j["rows"]] == ["eager", "default", "max-autotune-no-cudagraphs"]
-    assert j["errors"] == {"reduce-overhead": "RuntimeError: no CUDA graphs here"}
+    j = bench.jasmin_step(SPEC, torch.device("cpu"), reps=2, amp=False)
+    assert [r["mode"] for r in j["rows"]] == ["eager", "max-autotune-no-cudagraphs", "reduce-overhead"]
+    assert j["errors"] == {"default": "RuntimeError: no inductor | here"}
+    assert calls == {"max-autotune-no-cudagraphs": 2 + 1 + 2, "reduce-overhead": 2 + 1 + 2}
     assert j["gflop_per_img"] > 0 and j["dtype"] == "fp32" and j["batch"] == SPEC[7]
 
     rows = [{"mode": m, "train_img_s": v, "train_img_s_min": v, "train_img_s_max": v, "achieved_gflop_s": 10 * v}
-            for m, v in (("eager", 100.0), ("default", 150.0))]
+            for m, v in (("eager", 100.0), ("max-autotune-no-cudagraphs", 150.0))]
     meta = {"device": "gpu", "threads": 1, "torch": "x", "date": "x", "wall_s": 1.0, "matmul_roof_gflop_s": {"bf16": 2000.0}}
     md = bench.jasmin_markdown({"meta": meta, "config": "c", "jasmin": {
-        "batch": 64, "dtype": "bf16", "gflop_per_img": 10.0, "first_two_steps_s": {"eager": 1.0, "default": 30.0},
-        "errors": {"reduce-overhead": "E: x"}, "rows": rows}})
+        "batch": 64, "dtype": "bf16", "gflop_per_img": 10.0,
+        "first_two_steps_s": {"eager": 1.0, "max-autotune-no-cudagraphs": 30.0}, "errors": j["errors"], "rows": rows}})
     assert "| eager | 100.0 (100.0–100.0) | 1.00 | 1000 | 0.50 | 1.0 |" in md
-    assert "| default | 150.0 (150.0–150.0) | 1.50 | 1500 | 0.75 | 30.0 |" in md
-    assert "| reduce-overhead | failed: E: x |" in md
+    assert "| max-autotune-no-cudagraphs | 150.0 (150.0–150.0) | 1.50 | 1500 | 0.75 | 30.0 |" in md
+    assert "| default | failed: RuntimeError: no inductor \\| here | | | | |" in md
 
 
 def test_readme_bench_summary_quotes_the_measured_ratios(tmp_path):

@@ -57,3 +57,19 @@ def test_all_means_every_study_of_the_plan(capsys):
     assert runner.main(["all", "--cells", "nope"]) == 2
     err = capsys.readouterr().err
     assert "'nope' is not a cell of " + ", ".join(plan["studies"]) in err
+
+
+def test_exit_code_says_whether_a_run_failed(monkeypatch, capsys):
+    """runner exits 1 when a run crashed (so `make evidence-gpu` stops before committing), 0 when every run finished
+    or was stopped at the deadline (it resumes next time). No run is launched: run_all is replaced."""
+    outcome = {}
+    monkeypatch.setattr(runner, "finished", lambda s, c, seed: False)
+    monkeypatch.setattr(runner, "run_all", lambda todo, jobs, threads, deadline: [(*t, outcome[t[2]]) for t in todo])
+    seeds = P.load("plan.yaml")["studies"]["confirm_3k"]["seeds"]
+    outcome.update({(s,): 0 for s in seeds})
+    assert runner.main(["confirm_3k", "--cells", "free"]) == 0
+    outcome[(seeds[0],)] = "stopped at the deadline"
+    assert runner.main(["confirm_3k", "--cells", "free"]) == 0
+    outcome[(seeds[1],)] = 1
+    assert runner.main(["confirm_3k", "--cells", "free"]) == 1
+    assert f"failed (1; each log.txt in its checkpoint folder says why): confirm_3k@free-{seeds[1]}" in capsys.readouterr().err

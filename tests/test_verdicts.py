@@ -218,35 +218,43 @@ def test_claims_carry_the_plans_power(tmp_path):
 
 
 def test_machine_shift_by_hand(tmp_path):
-    """A replicate (the same study and seeds on another machine): per cell the shift replicate - here, run by run.
-    Here ref scores 85.0/85.1/85.2 and free 80.0/80.1/80.2; the replicate's ref 86.0/86.1/86.2 (+1 each), its free
-    the same runs bit for bit: ref mean +1, SD 0, no run identical; free 3 identical. A replicate run that moves
-    alone changes the SD, and a seed the replicate lacks is left out of the pairs."""
+    """A replicate (the same study and seeds on another machine): per cell and per question the shift replicate -
+    here, seed by seed. Here ref scores 85.0/85.1/85.2 and free 80.0/80.1/80.2; the replicate's ref 86.0/86.1/86.2 (+1
+    each), its free the same runs bit for bit: ref mean +1, SD 0, no run identical; free 3 identical; the question
+    ref - free (5 pt here, 6 there) shifts +1 at every seed. A replicate run that moves alone changes the SD and the
+    interval, and a seed the replicate lacks is left out of the pairs."""
     here, there = tmp_path / "here", tmp_path / "there"
     _tree(here, "confirm_3k", ["h"] * 3, 0.85)
     _tree(there, "confirm_3k", ["h"] * 3, 0.86)
-    for d, name in ((here, "here"), (there, "there")):
+    for d, name, torch_version in ((here, "here", "2.11"), (there, "there", "2.14")):
         for m in (d / "studies" / "confirm_3k").glob("*/s*/metrics.json"):
             j = json.loads(m.read_text())
-            j["provenance"] = {"machines": [name]}
+            j["provenance"] = {"machines": [name], "processes": [{"torch": torch_version}]}
             m.write_text(json.dumps(j))
-    plan = {"rules": P.load("plan.yaml")["rules"], "replicates": [{"study": "confirm_3k", "results": str(there)}]}
-    t = V.machine_shift(plan, str(here)).set_index("cell")
-    ref, free = t.loc["ref"], t.loc["free"]
-    assert (ref.n, ref.seeds, ref.identical) == (3, "100 101 102", 0)
+    plan = _plan()
+    plan["replicates"] = [{"study": "confirm_3k", "results": str(there)}]
+    (q,) = plan["studies"]["confirm_3k"]["questions"]
+    t = V.machine_shift(plan, str(here)).set_index("name")
+    ref, free, diff = t.loc["ref"], t.loc["free"], t.loc[f"{q['id']} (ref − free)"]
+    assert (ref.kind, ref.n, ref.seeds, ref.identical, diff.kind) == ("cell", 3, "100 101 102", 0, "question")
     assert ref.shift_mean == pytest.approx(1.0) and ref.shift_sd == pytest.approx(0.0, abs=1e-9)
-    assert ref.shift_max_abs == pytest.approx(1.0) and ref.seed_sd_here == pytest.approx(0.1)
+    assert ref.shift_max_abs == pytest.approx(1.0) and ref.sd_here == pytest.approx(0.1)
     assert (free.identical, free.shift_mean, free.shift_sd) == (3, 0.0, 0.0)
-    assert (ref.machine_here, ref.machine_replicate) == ("here", "there")
-    # one replicate run moves by +2 instead of +1: shifts 2, 1, 1 -> mean 4/3, SD sqrt(1/3)
+    assert diff.shift_mean == pytest.approx(1.0) and diff.sd_here == pytest.approx(0.0, abs=1e-9)
+    assert (ref.machine_here, ref.machine_replicate) == ("here (torch 2.11)", "there (torch 2.14)")
+    # one replicate run moves by +2 instead of +1: shifts 2, 1, 1 -> mean 4/3, SD sqrt(1/3),
+    # 95 % interval +- t(0.975, 2) sqrt(1/3) / sqrt(3) = +- 1.4342
     m = there / "studies" / "confirm_3k" / "ref" / "s100" / "metrics.json"
     j = json.loads(m.read_text())
     j["acc1"] = 0.87
     m.write_text(json.dumps(j))
-    ref = V.machine_shift(plan, str(here)).set_index("cell").loc["ref"]
-    assert ref.shift_mean == pytest.approx(4 / 3) and ref.shift_sd == pytest.approx(math.sqrt(1 / 3))
+    t = V.machine_shift(plan, str(here)).set_index("name")
+    for r in (t.loc["ref"], t.loc[f"{q['id']} (ref − free)"]):
+        assert r.shift_mean == pytest.approx(4 / 3) and r.shift_sd == pytest.approx(math.sqrt(1 / 3))
+        assert r.ci_low == pytest.approx(4 / 3 - 4.302652729911275 * math.sqrt(1 / 3) / math.sqrt(3))
     # the replicate without seed 102: two pairs
     import shutil
     shutil.rmtree(there / "studies" / "confirm_3k" / "ref" / "s102")
-    ref = V.machine_shift(plan, str(here)).set_index("cell").loc["ref"]
-    assert (ref.n, ref.seeds) == (2, "100 101") and ref.seed_sd_here == pytest.approx(0.1)
+    t = V.machine_shift(plan, str(here)).set_index("name")
+    assert (t.loc["ref"].n, t.loc["ref"].seeds, t.loc[f"{q['id']} (ref − free)"].n) == (2, "100 101", 2)
+    assert t.loc["ref"].sd_here == pytest.approx(0.1)

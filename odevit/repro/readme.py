@@ -971,24 +971,33 @@ def evidence_time(root: str = ".") -> str:
 
 def machine_shift(root: str = ".") -> str:
     """The machine as a measured variance component (results/evidence/machine_shift.csv, written by the evidence
-    stage from plan.yaml's `replicates`): per replicated cell the shift of its runs against the seed spread."""
+    stage from plan.yaml's `replicates`): per replicated cell and question, the shift of its runs against the seed
+    spread."""
     t = pd.read_csv(os.path.join(root, "results/evidence/machine_shift.csv"))
-    head = ("The same study, cells, seeds and code trained again on another machine type (plan.yaml `replicates`), "
-            "compared run by run (`results/evidence/machine_shift.csv`, written by `dvc repro -s evidence`). *shift*: "
-            "the replicate's test Acc@1 − this one's, in points; *seed SD*: the SD of the cell's Acc@1 over all its "
-            "seeds here. Were the machine as strong as drawing every seed afresh, the shift's SD would be about √2 × "
-            "the seed SD; a mean shift well away from 0 with a small SD is a systematic machine effect, which a seed "
-            "interval cannot see.")
+    head = ("The plan has no machine gate; the machine is measured beside the verdicts: a study's runs trained again "
+            "by the same odevit code, cells and seeds on another machine type (plan.yaml `replicates`; each side's "
+            "machine is named with its torch version), compared seed by seed (`results/evidence/machine_shift.csv`, "
+            "written by `dvc repro -s evidence`). *shift*: the replicate's test Acc@1 − the committed run's, in "
+            "points, with its 95 % interval over the seeds; a *question* row shifts the per-seed statistic its "
+            "verdict rests on (a shift common to both cells cancels there). *SD here*: the same quantity's SD over "
+            "all of the study's seeds in the committed runs. If the other machine changed each run as much as a new "
+            "seed does, the shift's SD would be about √2 × that (ratio ≈ 1.41; 0 = the same numbers); a mean shift "
+            "whose interval excludes 0 is a systematic machine effect, which no seed interval sees.")
     if t.empty:
         return head + "\n\nNo replicate measured yet."
-    rows = ["| study | cell | here → replicate | seeds | shift: mean (SD) | largest \\|shift\\| | runs identical "
-            "| seed SD here | shift SD / seed SD |", "|---|---|---|---|---:|---:|---:|---:|---:|"]
-    for r in t.itertuples():
-        ratio = r.shift_sd / r.seed_sd_here if r.seed_sd_here > 0 else math.nan
-        rows.append(f"| {r.study} | {r.cell} | {r.machine_here} → {r.machine_replicate} | {r.seeds} | "
-                    f"{r.shift_mean:+.2f} ({r.shift_sd:.2f}) pt | {r.shift_max_abs:.2f} pt | {r.identical} of {r.n} | "
-                    f"{r.seed_sd_here:.2f} pt | {ratio:.2f} |")
-    return head + "\n\n" + "\n".join(rows)
+    out = [head]
+    for (rep, study), g in t.groupby(["replicate", "study"], sort=False):
+        r0 = g.iloc[0]
+        rows = [f"{study}, committed on {r0.machine_here} → replicate on {r0.machine_replicate} (`{rep}`):", "",
+                "| cell or question | seeds | shift: mean [95 % interval] (SD) | largest \\|shift\\| | seeds identical "
+                "| SD here | shift SD / SD here |", "|---|---|---:|---:|---:|---:|---:|"]
+        for r in g.itertuples():
+            ratio = f"{r.shift_sd / r.sd_here:.2f}" if r.sd_here > 0 else "–"
+            rows.append(f"| {r.name} | {r.seeds} | {r.shift_mean:+.2f}{_interval(r.ci_low, r.ci_high)} "
+                        f"({r.shift_sd:.2f}) pt | {r.shift_max_abs:.2f} pt | {r.identical} of {r.n} | "
+                        f"{r.sd_here:.2f} pt | {ratio} |")
+        out.append("\n".join(rows))
+    return "\n\n".join(out)
 
 
 SECTIONS: Dict[str, Callable[[str], str]] = {

@@ -12,7 +12,8 @@ what `dvc repro STUDY@CELL-SEED` writes; its output goes to checkpoints/studies/
 `--together K`, K seeds of a cell share one process (`study.run_many`: one batched model, the same files to rounding,
 each metrics.json naming its `trained_together` seeds). A run whose
 metrics.json exists is finished and skipped. `--deadline S`: no run starts after S seconds and running ones are
-stopped (SIGTERM) at S; each resumes from its last.pt next time. `--commit` records each finished run in dvc.lock
+stopped (SIGTERM) at S; each resumes from its last.pt next time. The exit code is 1 when a run failed (not when one
+was stopped at the deadline), else 0. `--commit` records each finished run in dvc.lock
 (`dvc commit`), after checking that it was trained by this code (its metrics.json's `source` = the training source's
 hash now) under this plan: a run made by other code is refused, never adopted. A study that trains its own teacher
 (plan.yaml: studies.STUDY.teacher) has it trained first (`study_teacher`, stage STUDY_teacher) and committed with it.
@@ -197,21 +198,28 @@ def main(argv: List[str] | None = None) -> int:
     except (plan_mod.PlanError, ConfigError, train.CheckpointError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    t0 = time.time()
+    t0, failed = time.time(), []
     if first:  # the studies' own teachers, before any cell (some cells distil from them)
         print(f"{len(first)} study teacher(s) to train first: {', '.join(s for s, _, _ in first)}", flush=True)
         for s, _, _, rc in run_all(first, args.jobs, args.threads, args.deadline):
             print(f"{study_teacher.stage(s)}: {'done' if rc == 0 else rc}", flush=True)
+            if isinstance(rc, int) and rc != 0:
+                failed.append(study_teacher.stage(s))
             if rc != 0:  # stopped at the deadline (resumes next time) or failed (its log says why): its cells wait
                 procs = [p for p in procs if not (p[0] == s and (p[0], p[1]) in taught)]
     left = args.deadline - (time.time() - t0) if args.deadline > 0 else 0.0
     if args.deadline > 0 and left <= 0:
-        return 0
+        return 1 if failed else 0
     print(f"{len(todo)} runs to do in {len(procs)} processes, {args.jobs} at a time, {args.threads} threads each",
           flush=True)
     for s, c, seeds, rc in run_all(procs, args.jobs, args.threads, left):
         print(f"{s}@{c}-{'/'.join(map(str, seeds))}: {'done' if rc == 0 else rc}", flush=True)
-    return 0
+        if isinstance(rc, int) and rc != 0:
+            failed.append(f"{s}@{c}-{'/'.join(map(str, seeds))}")
+    if failed:  # a stop at the deadline is not a failure (it resumes); a crash is, and `make evidence-gpu` stops there
+        print(f"failed ({len(failed)}; each log.txt in its checkpoint folder says why): {', '.join(failed)}",
+              file=sys.stderr, flush=True)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -80,15 +80,18 @@ def collect(results: str, study: Optional[str], rule: Dict[str, Any]) -> pd.Data
                          acc1_double_n=100 * m["acc1_double_n"], epochs_run=m.get("epochs_run"),
                          best_epoch=m.get("best_epoch"), stopped_early=m.get("stopped_early"),
                          converged=conv, gain_last_pts=gain, threshold_pts=thr, plan_hash=m.get("plan_hash"),
-                         machine="; ".join(prov.get("machines") or []), wall_s=prov.get("wall_s"),
+                         machine="; ".join(prov.get("machines") or []),
+                         torch=", ".join(sorted({p["torch"] for p in procs if p.get("torch")})) or "unknown",
+                         wall_s=prov.get("wall_s"),
                          cpu_s=prov.get("cpu_s"), resumes=prov.get("resumes"),
-                         load_per_core=np.mean([p["load_per_core_mean"] for p in procs if "load_per_core_mean" in p])
-                         if procs else math.nan, source=path))
+                         load_per_core=np.mean(loads) if (loads := [p["load_per_core_mean"] for p in procs
+                                                                     if "load_per_core_mean" in p]) else math.nan,
+                         source=path))
     return pd.DataFrame(rows, columns=RUN_COLUMNS)
 
 
 RUN_COLUMNS = ["cell", "seed", "acc1", "acc1_half_n", "acc1_sub_n", "acc1_double_n", "epochs_run", "best_epoch",
-               "stopped_early", "converged", "gain_last_pts", "threshold_pts", "plan_hash", "machine", "wall_s",
+               "stopped_early", "converged", "gain_last_pts", "threshold_pts", "plan_hash", "machine", "torch", "wall_s",
                "cpu_s", "resumes", "load_per_core", "source"]
 
 
@@ -210,33 +213,61 @@ def _row(plan: Dict[str, Any], name: str, q: Dict[str, Any], runs: pd.DataFrame,
                 plan_hash=want or "", source=source)
 
 
+SHIFT_COLUMNS = ["replicate", "study", "kind", "name", "n", "seeds", "shift_mean", "shift_sd", "ci_low", "ci_high",
+                 "shift_max_abs", "identical", "sd_here", "machine_here", "machine_replicate"]
+
+
+def _shift_row(d: np.ndarray, seeds: List[int], spread: np.ndarray, **keys: Any) -> Dict[str, Any]:
+    """One machine_shift row: per-seed shifts d (replicate - here) summarised, with the SD of the same quantity over
+    the study's seeds here (`spread`) as its scale."""
+    n = len(d)
+    half = float(st.t.ppf(0.975, n - 1)) * float(d.std(ddof=1)) / math.sqrt(n) if n > 1 else math.nan
+    return dict(keys, n=n, seeds=" ".join(str(x) for x in sorted(seeds)), shift_mean=float(d.mean()),
+                shift_sd=float(d.std(ddof=1)) if n > 1 else math.nan, ci_low=float(d.mean()) - half,
+                ci_high=float(d.mean()) + half, shift_max_abs=float(np.abs(d).max()), identical=int((d == 0).sum()),
+                sd_here=float(spread.std(ddof=1)) if len(spread) > 1 else math.nan)
+
+
+def _environment(runs: pd.DataFrame) -> str:
+    """The machines of some runs with their torch versions (the replicate's environment differs in both)."""
+    return "; ".join(sorted(runs.machine.unique())) + " (torch " + ", ".join(sorted(runs.torch.unique())) + ")"
+
+
 def machine_shift(plan: Dict[str, Any], results: str = "results") -> pd.DataFrame:
     """The machine as a measured variance component: each replicate (plan.yaml `replicates`: the same study, cells,
-    seeds and code re-run on another machine type, its results folder) against the study's runs here, run by run.
-    Per (replicate, cell): n paired runs, the mean and SD over seeds of the shift (replicate - here, Acc@1 points),
-    the largest |shift|, how many runs are bit-identical in Acc@1, the SD of Acc@1 over the cell's seeds here (all of
-    the study's seeds: the scale the shift compares with; were the machine a fresh draw of every seed, the shift's SD
-    would be sqrt(2) times it), and the machines on each side."""
+    seeds and odevit code re-run on another machine type, its results folder) against the study's runs here, seed by
+    seed, in Acc@1 points (replicate - here). Rows of kind `cell`: each replicated cell's test Acc@1; rows of kind
+    `question`: the per-seed statistic of each of the study's paired or within-cell questions whose cells were all
+    replicated (what a verdict rests on: a shift common to both cells cancels there). Per row: n seeds paired, the
+    shift's mean, SD and 95 % t-interval, the largest |shift|, how many seeds gave the identical value, `sd_here` (the
+    same quantity's SD over all the study's seeds here: the scale; a machine that changed each run as much as a new
+    seed would give a shift SD of about sqrt(2) x it), and the machines with their torch versions on each side."""
     rule = plan["rules"]["convergence"]
     rows = []
     for rep in plan.get("replicates") or []:
+        study = plan["studies"][rep["study"]]
         here = collect(results, rep["study"], rule)
         there = collect(rep["results"], rep["study"], rule)
         if here.empty or there.empty:
             continue
         m = here.merge(there, on=["cell", "seed"], suffixes=("", "_rep"))
+        env = dict(machine_here=_environment(here[here.cell.isin(m.cell)]),
+                   machine_replicate=_environment(there[there.cell.isin(m.cell)]))
         for cell, g in m.groupby("cell"):
-            d = (g.acc1_rep - g.acc1).to_numpy(dtype=np.float64)
-            spread = here.acc1[here.cell == cell].to_numpy(dtype=np.float64)
-            rows.append(dict(replicate=rep["results"], study=rep["study"], cell=cell, n=len(d),
-                             seeds=" ".join(str(x) for x in sorted(g.seed)),
-                             shift_mean=float(d.mean()), shift_sd=float(d.std(ddof=1)) if len(d) > 1 else math.nan,
-                             shift_max_abs=float(np.abs(d).max()), identical=int((d == 0).sum()),
-                             seed_sd_here=float(spread.std(ddof=1)) if len(spread) > 1 else math.nan,
-                             machine_here="; ".join(sorted(g.machine.unique())),
-                             machine_replicate="; ".join(sorted(g.machine_rep.unique()))))
-    return pd.DataFrame(rows, columns=["replicate", "study", "cell", "n", "seeds", "shift_mean", "shift_sd",
-                                       "shift_max_abs", "identical", "seed_sd_here", "machine_here", "machine_replicate"])
+            rows.append(_shift_row((g.acc1_rep - g.acc1).to_numpy(dtype=np.float64), list(g.seed),
+                                   here.acc1[here.cell == cell].to_numpy(dtype=np.float64), replicate=rep["results"],
+                                   study=rep["study"], kind="cell", name=cell, **env))
+        for q in study["questions"]:
+            if q["kind"] not in ("paired", "within") or not {q["a"], q.get("b", q["a"])} <= set(there.cell):
+                continue
+            a, b = (values(q, r, list(study["seeds"]), math.nan) for r in (here, there))
+            common = a.index.intersection(b.index)
+            if len(common):
+                rows.append(_shift_row((b[common] - a[common]).to_numpy(dtype=np.float64), list(common),
+                                       a.to_numpy(dtype=np.float64), replicate=rep["results"], study=rep["study"],
+                                       kind="question", name=f"{q['id']} ({q['a']} − {q['b']})" if q["kind"] == "paired"
+                                       else f"{q['id']} ({q['a']}: {q['metric']} − {q['metric_b']})", **env))
+    return pd.DataFrame(rows, columns=SHIFT_COLUMNS)
 
 
 def _busy_wall_seconds(spans: List[Tuple[float, float]]) -> float:
