@@ -73,3 +73,26 @@ def test_claims_section_shows_verdicts_and_follows_them(tmp_path):
         assert f"> {0.867 / 0.923 - 0.01 / teacher:.3g} (the paper's − margin)" in row and "authors' README table" in row
         assert f"Verdicts of this run: **{report.summary_line(c)}**" in text
         assert "(Holm p " in next(line for line in text.splitlines() if line.startswith("| `centernorm"))
+
+
+def test_machine_shift_line_and_table_follow_the_csv(tmp_path):
+    """The findings' machine line and the machine-shift table read results/evidence/machine_shift.csv: a replicate
+    whose runs all gave the same Acc@1 says so; one that moved gives its largest shift and the seed SDs; the table's
+    ratio is shift SD / SD here (0.08 / 0.2 = 0.40)."""
+    import pandas as pd
+
+    (tmp_path / "results/evidence").mkdir(parents=True)
+    gpu, cpu = "Xeon / NVIDIA H100 (torch 2.11)", "AMD EPYC / no GPU (torch 2.14)"
+    row = dict(replicate="r", study="s", kind="cell", name="ref", n=3, seeds="1 2 3", shift_mean=0.0, shift_sd=0.0,
+               ci_low=0.0, ci_high=0.0, shift_max_abs=0.0, identical=3, sd_here=0.2, machine_here=gpu,
+               machine_replicate=cpu)
+    path = tmp_path / "results/evidence/machine_shift.csv"
+    pd.DataFrame([row]).to_csv(path, index=False)
+    assert "s on AMD EPYC (no GPU) against NVIDIA H100, all 3 runs the same test Acc@1." in \
+        readme.machine_shift_summary(str(tmp_path))
+    pd.DataFrame([dict(row, shift_mean=0.05, shift_sd=0.08, ci_low=-0.15, ci_high=0.25, shift_max_abs=0.1,
+                       identical=0)]).to_csv(path, index=False)
+    assert "each run moved at most 0.10 pt (seed SDs 0.20–0.20 pt)." in readme.machine_shift_summary(str(tmp_path))
+    table = readme.machine_shift(str(tmp_path))
+    assert "| ref | 1 2 3 | +0.05 [-0.15, +0.25] (0.08) pt | 0.10 pt | 0 of 3 | 0.20 pt | 0.40 |" in table
+    assert f"s, committed on {gpu} → replicate on {cpu} (`r`):" in table

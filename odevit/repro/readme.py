@@ -910,6 +910,9 @@ def key_findings(root: str = ".") -> str:
     rep = replication_summary(claims)
     if rep:
         out.append(rep)
+    shift = machine_shift_summary(root)
+    if shift:
+        out.append(shift)
     return ("\n".join(out) + "\n\nEach row: mean over paired seeds [interval at its study's α each] and the verdict on "
             "the direction the plan predicts (the paper's; for ours, ours). *not converged*: a run the row rests on was "
             "still improving at the end of its schedule (in a study judged per cell, `convergence: cell_mean`: a cell's "
@@ -967,6 +970,28 @@ def evidence_time(root: str = ".") -> str:
             "budgets do not compare. The **every study** rows pool all runs on that machine type, from different "
             "days and machines of the kind; studies that shared a machine at once count the shared seconds once "
             "there.\n\n" + "\n".join(rows))
+
+
+def _short_machine(m: str) -> str:
+    """'CPU / GPU (torch v)' as its GPU, or as 'CPU (no GPU)' where there is none."""
+    cpu, _, gpu = m.split(" (torch")[0].partition(" / ")
+    return f"{cpu} (no GPU)" if gpu in ("", "no GPU") else gpu
+
+
+def machine_shift_summary(root: str = ".") -> str:
+    """One line for the findings: per replicate how far its runs moved (machine_shift.csv's cell rows)."""
+    t = pd.read_csv(os.path.join(root, "results/evidence/machine_shift.csv"))
+    t = t[t.kind == "cell"]
+    parts = []
+    for (_, study), g in t.groupby(["replicate", "study"], sort=False):
+        there, here = _short_machine(g.machine_replicate.iloc[0]), _short_machine(g.machine_here.iloc[0])
+        n = int(g.n.sum())
+        moved = (f"all {n} runs the same test Acc@1" if int(g.identical.sum()) == n else
+                 f"each run moved at most {g.shift_max_abs.max():.2f} pt (seed SDs {g.sd_here.min():.2f}–"
+                 f"{g.sd_here.max():.2f} pt)")
+        parts.append(f"{study} on {there} against {here}, {moved}")
+    return ("Trained again on another machine type (same odevit code, cells and seeds; \"Does the machine move the "
+            "results?\" below): " + "; ".join(parts) + ".") if parts else ""
 
 
 def machine_shift(root: str = ".") -> str:
