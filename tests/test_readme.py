@@ -77,22 +77,34 @@ def test_claims_section_shows_verdicts_and_follows_them(tmp_path):
 
 def test_machine_shift_line_and_table_follow_the_csv(tmp_path):
     """The findings' machine line and the machine-shift table read results/evidence/machine_shift.csv: a replicate
-    whose runs all gave the same Acc@1 says so; one that moved gives its largest shift and the seed SDs; the table's
-    ratio is shift SD / SD here (0.08 / 0.2 = 0.40)."""
+    whose runs all gave the same Acc@1 says so; one that moved gives each cell's largest shift beside its seed SD; the
+    table's ratio is shift SD / SD here (0.08 / 0.2 = 0.40; top 0.5 / 0.2 = 2.50); a row of one seed has no SD (–);
+    machines are shortened to their GPUs (several joined), or kept whole where the short names are the same."""
     import pandas as pd
 
     (tmp_path / "results/evidence").mkdir(parents=True)
     gpu, cpu = "Xeon / NVIDIA H100 (torch 2.11)", "AMD EPYC / no GPU (torch 2.14)"
     row = dict(replicate="r", study="s", kind="cell", name="ref", n=3, seeds="1 2 3", shift_mean=0.0, shift_sd=0.0,
-               ci_low=0.0, ci_high=0.0, shift_max_abs=0.0, identical=3, sd_here=0.2, machine_here=gpu,
-               machine_replicate=cpu)
+               ci_low=0.0, ci_high=0.0, shift_sd_upper=0.0, shift_max_abs=0.0, identical=3, sd_here=0.2,
+               machine_here=gpu, machine_replicate=cpu, source_here="a", source_replicate="b")
     path = tmp_path / "results/evidence/machine_shift.csv"
     pd.DataFrame([row]).to_csv(path, index=False)
-    assert "s on AMD EPYC (no GPU) against NVIDIA H100, all 3 runs the same test Acc@1." in \
-        readme.machine_shift_summary(str(tmp_path))
-    pd.DataFrame([dict(row, shift_mean=0.05, shift_sd=0.08, ci_low=-0.15, ci_high=0.25, shift_max_abs=0.1,
-                       identical=0)]).to_csv(path, index=False)
-    assert "each run moved at most 0.10 pt (seed SDs 0.20–0.20 pt)." in readme.machine_shift_summary(str(tmp_path))
+    line = readme.machine_shift_summary(str(tmp_path))
+    assert "s on AMD EPYC (no GPU), torch 2.14 against NVIDIA H100, torch 2.11: all 3 runs the same test Acc@1." in line
+    moved = dict(row, shift_mean=0.05, shift_sd=0.08, ci_low=-0.15, ci_high=0.25, shift_sd_upper=0.5,
+                 shift_max_abs=0.1, identical=0)
+    one = dict(row, name="free", n=1, seeds="1", shift_mean=0.3, shift_sd=float("nan"), ci_low=float("nan"),
+               ci_high=float("nan"), shift_sd_upper=float("nan"), shift_max_abs=0.3, identical=0, sd_here=0.4)
+    pd.DataFrame([moved, one]).to_csv(path, index=False)
+    line = readme.machine_shift_summary(str(tmp_path))
+    assert ("moved at most 0.10 pt in cell ref (its seed SD 0.20), 0.30 pt in cell free (its seed SD 0.40) "
+            "(3 seeds).") in line
     table = readme.machine_shift(str(tmp_path))
-    assert "| ref | 1 2 3 | +0.05 [-0.15, +0.25] (0.08) pt | 0.10 pt | 0 of 3 | 0.20 pt | 0.40 |" in table
-    assert f"s, committed on {gpu} → replicate on {cpu} (`r`):" in table
+    assert "| ref | 1 2 3 | +0.05 [-0.15, +0.25] pt | 0.08 (0.50) pt | 0.10 pt | 0 of 3 | 0.20 pt | 0.40 (2.50) |" in table
+    assert "| free | 1 | +0.30 pt | – (–) pt | 0.30 pt | 0 of 1 | 0.40 pt | – |" in table
+    assert f"s, committed on {gpu}, source a → replicate on {cpu}, source b (`r`):" in table
+    assert readme._short_machine("A / H100; B / H200 (torch 2.1)") == "H100; H200, torch 2.1"
+    twin = dict(row, machine_here="Xeon / NVIDIA H100 (torch 2.11)", machine_replicate="EPYC / NVIDIA H100 (torch 2.11)")
+    pd.DataFrame([twin]).to_csv(path, index=False)
+    assert "s on EPYC / NVIDIA H100 (torch 2.11) against Xeon / NVIDIA H100 (torch 2.11):" in \
+        readme.machine_shift_summary(str(tmp_path))

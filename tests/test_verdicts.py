@@ -242,6 +242,7 @@ def test_machine_shift_by_hand(tmp_path):
     assert (free.identical, free.shift_mean, free.shift_sd) == (3, 0.0, 0.0)
     assert diff.shift_mean == pytest.approx(1.0) and diff.sd_here == pytest.approx(0.0, abs=1e-9)
     assert (ref.machine_here, ref.machine_replicate) == ("here (torch 2.11)", "there (torch 2.14)")
+    assert (ref.source_here, ref.source_replicate) == ("unknown", "unknown")  # _tree's runs record no source
     # one replicate run moves by +2 instead of +1: shifts 2, 1, 1 -> mean 4/3, SD sqrt(1/3),
     # 95 % interval +- t(0.975, 2) sqrt(1/3) / sqrt(3) = +- 1.4342
     m = there / "studies" / "confirm_3k" / "ref" / "s100" / "metrics.json"
@@ -252,6 +253,8 @@ def test_machine_shift_by_hand(tmp_path):
     for r in (t.loc["ref"], t.loc[f"{q['id']} (ref − free)"]):
         assert r.shift_mean == pytest.approx(4 / 3) and r.shift_sd == pytest.approx(math.sqrt(1 / 3))
         assert r.ci_low == pytest.approx(4 / 3 - 4.302652729911275 * math.sqrt(1 / 3) / math.sqrt(3))
+        # the SD's 95 % interval top: sd sqrt((n - 1) / chi2(0.025, 2)), chi2(0.025, 2) = -2 ln(0.975) = 0.0506356
+        assert r.shift_sd_upper == pytest.approx(math.sqrt(1 / 3) * math.sqrt(2 / (-2 * math.log(0.975))))
     # the replicate without seed 102: two pairs
     import shutil
     shutil.rmtree(there / "studies" / "confirm_3k" / "ref" / "s102")

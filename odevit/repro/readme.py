@@ -973,25 +973,37 @@ def evidence_time(root: str = ".") -> str:
 
 
 def _short_machine(m: str) -> str:
-    """'CPU / GPU (torch v)' as its GPU, or as 'CPU (no GPU)' where there is none."""
-    cpu, _, gpu = m.split(" (torch")[0].partition(" / ")
-    return f"{cpu} (no GPU)" if gpu in ("", "no GPU") else gpu
+    """A machine_shift.csv machine ('CPU / GPU (torch v)', several joined by '; ') as its GPUs, or 'CPU (no GPU)'
+    where there is none, with its torch version."""
+    name, _, torch_v = m.partition(" (torch ")
+    parts = []
+    for one in name.split("; "):
+        cpu, _, gpu = one.partition(" / ")
+        parts.append(f"{cpu} (no GPU)" if gpu in ("", "no GPU") else gpu)
+    return "; ".join(parts) + (f", torch {torch_v.rstrip(')')}" if torch_v else "")
+
+
+def _num_or_dash(x: float, fmt: str) -> str:
+    return "–" if pd.isna(x) else format(x, fmt)
 
 
 def machine_shift_summary(root: str = ".") -> str:
-    """One line for the findings: per replicate how far its runs moved (machine_shift.csv's cell rows)."""
+    """One line for the findings: per replicate how far each cell's runs moved (machine_shift.csv's cell rows)."""
     t = pd.read_csv(os.path.join(root, "results/evidence/machine_shift.csv"))
     t = t[t.kind == "cell"]
     parts = []
     for (_, study), g in t.groupby(["replicate", "study"], sort=False):
         there, here = _short_machine(g.machine_replicate.iloc[0]), _short_machine(g.machine_here.iloc[0])
+        if there == here:  # the same GPU model with other host CPUs: the full records tell them apart
+            there, here = g.machine_replicate.iloc[0], g.machine_here.iloc[0]
         n = int(g.n.sum())
         moved = (f"all {n} runs the same test Acc@1" if int(g.identical.sum()) == n else
-                 f"each run moved at most {g.shift_max_abs.max():.2f} pt (seed SDs {g.sd_here.min():.2f}–"
-                 f"{g.sd_here.max():.2f} pt)")
-        parts.append(f"{study} on {there} against {here}, {moved}")
-    return ("Trained again on another machine type (same odevit code, cells and seeds; \"Does the machine move the "
-            "results?\" below): " + "; ".join(parts) + ".") if parts else ""
+                 "each run's test Acc@1 moved at most " + ", ".join(
+                     f"{r.shift_max_abs:.2f} pt in cell {r.name} (its seed SD {_num_or_dash(r.sd_here, '.2f')})"
+                     for r in g.itertuples()) + f" ({g.n.max()} seeds)")
+        parts.append(f"{study} on {there} against {here}: {moved}")
+    return ("Trained again on another machine type (the same cells and seeds, by code recorded as giving bit-identical "
+            "runs; \"Does the machine move the results?\" below): " + "; ".join(parts) + ".") if parts else ""
 
 
 def machine_shift(root: str = ".") -> str:
@@ -1000,27 +1012,33 @@ def machine_shift(root: str = ".") -> str:
     spread."""
     t = pd.read_csv(os.path.join(root, "results/evidence/machine_shift.csv"))
     head = ("The plan has no machine gate; the machine is measured beside the verdicts: a study's runs trained again "
-            "by the same odevit code, cells and seeds on another machine type (plan.yaml `replicates`; each side's "
-            "machine is named with its torch version), compared seed by seed (`results/evidence/machine_shift.csv`, "
-            "written by `dvc repro -s evidence`). *shift*: the replicate's test Acc@1 − the committed run's, in "
-            "points, with its 95 % interval over the seeds; a *question* row shifts the per-seed statistic its "
-            "verdict rests on (a shift common to both cells cancels there). *SD here*: the same quantity's SD over "
-            "all of the study's seeds in the committed runs. If the other machine changed each run as much as a new "
-            "seed does, the shift's SD would be about √2 × that (ratio ≈ 1.41; 0 = the same numbers); a mean shift "
-            "whose interval excludes 0 is a systematic machine effect, which no seed interval sees.")
+            "on another machine type with the same cells and seeds (plan.yaml `replicates`), compared seed by seed "
+            "(`results/evidence/machine_shift.csv`, written by `dvc repro -s evidence`). Each side is named with its "
+            "torch and the training sources its runs record (different sources are ones "
+            "`docs/evidence/source_equivalence.json` shows to give bit-identical runs on one machine). *shift*: the "
+            "replicate's test Acc@1 − the committed run's, in points, with its 95 % interval over the seeds; a "
+            "*question* row shifts the per-seed statistic its verdict rests on (a shift common to both cells cancels "
+            "there). *SD here*: the same quantity's SD over all of the study's seeds in the committed runs. If the "
+            "other machine changed each run as much as a new seed does, the shift's SD would be about √2 × that "
+            "(ratio ≈ 1.41; 0 = the same numbers); the ratio's top, from the top of the shift SD's 95 % interval, is "
+            "what the seeds cannot rule out. A mean shift whose interval excludes 0 is a systematic machine effect, "
+            "which no seed interval sees.")
     if t.empty:
         return head + "\n\nNo replicate measured yet."
     out = [head]
     for (rep, study), g in t.groupby(["replicate", "study"], sort=False):
         r0 = g.iloc[0]
-        rows = [f"{study}, committed on {r0.machine_here} → replicate on {r0.machine_replicate} (`{rep}`):", "",
-                "| cell or question | seeds | shift: mean [95 % interval] (SD) | largest \\|shift\\| | seeds identical "
-                "| SD here | shift SD / SD here |", "|---|---|---:|---:|---:|---:|---:|"]
+        rows = [f"{study}, committed on {r0.machine_here}, source {r0.source_here} → replicate on "
+                f"{r0.machine_replicate}, source {r0.source_replicate} (`{rep}`):", "",
+                "| cell or question | seeds | shift: mean [95 % interval] | shift SD (95 % top) | largest \\|shift\\| "
+                "| seeds identical | SD here | shift SD / SD here (top) |", "|---|---|---:|---:|---:|---:|---:|---:|"]
         for r in g.itertuples():
-            ratio = f"{r.shift_sd / r.sd_here:.2f}" if r.sd_here > 0 else "–"
-            rows.append(f"| {r.name} | {r.seeds} | {r.shift_mean:+.2f}{_interval(r.ci_low, r.ci_high)} "
-                        f"({r.shift_sd:.2f}) pt | {r.shift_max_abs:.2f} pt | {r.identical} of {r.n} | "
-                        f"{r.sd_here:.2f} pt | {ratio} |")
+            ok = r.sd_here > 0 and not pd.isna(r.shift_sd)
+            ratio = f"{r.shift_sd / r.sd_here:.2f} ({r.shift_sd_upper / r.sd_here:.2f})" if ok else "–"
+            rows.append(f"| {r.name} | {r.seeds} | {r.shift_mean:+.2f}{_interval(r.ci_low, r.ci_high)} pt | "
+                        f"{_num_or_dash(r.shift_sd, '.2f')} ({_num_or_dash(r.shift_sd_upper, '.2f')}) pt | "
+                        f"{r.shift_max_abs:.2f} pt | {r.identical} of {r.n} | {_num_or_dash(r.sd_here, '.2f')} pt | "
+                        f"{ratio} |")
         out.append("\n".join(rows))
     return "\n\n".join(out)
 

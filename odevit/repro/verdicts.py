@@ -82,6 +82,7 @@ def collect(results: str, study: Optional[str], rule: Dict[str, Any]) -> pd.Data
                          converged=conv, gain_last_pts=gain, threshold_pts=thr, plan_hash=m.get("plan_hash"),
                          machine="; ".join(prov.get("machines") or []),
                          torch=", ".join(sorted({p["torch"] for p in procs if p.get("torch")})) or "unknown",
+                         source_hash=m.get("source") or "unknown",
                          wall_s=prov.get("wall_s"),
                          cpu_s=prov.get("cpu_s"), resumes=prov.get("resumes"),
                          load_per_core=np.mean(loads) if (loads := [p["load_per_core_mean"] for p in procs
@@ -91,8 +92,8 @@ def collect(results: str, study: Optional[str], rule: Dict[str, Any]) -> pd.Data
 
 
 RUN_COLUMNS = ["cell", "seed", "acc1", "acc1_half_n", "acc1_sub_n", "acc1_double_n", "epochs_run", "best_epoch",
-               "stopped_early", "converged", "gain_last_pts", "threshold_pts", "plan_hash", "machine", "torch", "wall_s",
-               "cpu_s", "resumes", "load_per_core", "source"]
+               "stopped_early", "converged", "gain_last_pts", "threshold_pts", "plan_hash", "machine", "torch",
+               "source_hash", "wall_s", "cpu_s", "resumes", "load_per_core", "source"]
 
 
 def values(q: Dict[str, Any], runs: pd.DataFrame, seeds: List[int], teacher_acc1: float) -> pd.Series:
@@ -214,17 +215,20 @@ def _row(plan: Dict[str, Any], name: str, q: Dict[str, Any], runs: pd.DataFrame,
 
 
 SHIFT_COLUMNS = ["replicate", "study", "kind", "name", "n", "seeds", "shift_mean", "shift_sd", "ci_low", "ci_high",
-                 "shift_max_abs", "identical", "sd_here", "machine_here", "machine_replicate"]
+                 "shift_sd_upper", "shift_max_abs", "identical", "sd_here", "machine_here", "machine_replicate",
+                 "source_here", "source_replicate"]
 
 
 def _shift_row(d: np.ndarray, seeds: List[int], spread: np.ndarray, **keys: Any) -> Dict[str, Any]:
     """One machine_shift row: per-seed shifts d (replicate - here) summarised, with the SD of the same quantity over
     the study's seeds here (`spread`) as its scale."""
     n = len(d)
-    half = float(st.t.ppf(0.975, n - 1)) * float(d.std(ddof=1)) / math.sqrt(n) if n > 1 else math.nan
-    return dict(keys, n=n, seeds=" ".join(str(x) for x in sorted(seeds)), shift_mean=float(d.mean()),
-                shift_sd=float(d.std(ddof=1)) if n > 1 else math.nan, ci_low=float(d.mean()) - half,
-                ci_high=float(d.mean()) + half, shift_max_abs=float(np.abs(d).max()), identical=int((d == 0).sum()),
+    sd = float(d.std(ddof=1)) if n > 1 else math.nan
+    half = float(st.t.ppf(0.975, n - 1)) * sd / math.sqrt(n) if n > 1 else math.nan
+    upper = sd * math.sqrt((n - 1) / float(st.chi2.ppf(0.025, n - 1))) if n > 1 else math.nan  # 95 % interval's top
+    return dict(keys, n=n, seeds=" ".join(str(x) for x in sorted(seeds)), shift_mean=float(d.mean()), shift_sd=sd,
+                ci_low=float(d.mean()) - half, ci_high=float(d.mean()) + half, shift_sd_upper=upper,
+                shift_max_abs=float(np.abs(d).max()), identical=int((d == 0).sum()),
                 sd_here=float(spread.std(ddof=1)) if len(spread) > 1 else math.nan)
 
 
@@ -239,9 +243,11 @@ def machine_shift(plan: Dict[str, Any], results: str = "results") -> pd.DataFram
     seed, in Acc@1 points (replicate - here). Rows of kind `cell`: each replicated cell's test Acc@1; rows of kind
     `question`: the per-seed statistic of each of the study's paired or within-cell questions whose cells were all
     replicated (what a verdict rests on: a shift common to both cells cancels there). Per row: n seeds paired, the
-    shift's mean, SD and 95 % t-interval, the largest |shift|, how many seeds gave the identical value, `sd_here` (the
-    same quantity's SD over all the study's seeds here: the scale; a machine that changed each run as much as a new
-    seed would give a shift SD of about sqrt(2) x it), and the machines with their torch versions on each side."""
+    shift's mean, SD and 95 % t-interval, the top of the SD's 95 % interval (chi-square: what n seeds cannot rule
+    out), the largest |shift|, how many seeds gave the identical value, `sd_here` (the same quantity's SD over all the
+    study's seeds here: the scale; a machine that changed each run as much as a new seed would give a shift SD of about
+    sqrt(2) x it), the machines with their torch versions and the training sources (metrics.json `source`) of each
+    side's runs."""
     rule = plan["rules"]["convergence"]
     rows = []
     for rep in plan.get("replicates") or []:
@@ -251,8 +257,10 @@ def machine_shift(plan: Dict[str, Any], results: str = "results") -> pd.DataFram
         if here.empty or there.empty:
             continue
         m = here.merge(there, on=["cell", "seed"], suffixes=("", "_rep"))
-        env = dict(machine_here=_environment(here[here.cell.isin(m.cell)]),
-                   machine_replicate=_environment(there[there.cell.isin(m.cell)]))
+        h, t = here[here.cell.isin(m.cell) & here.seed.isin(m.seed)], there[there.cell.isin(m.cell)]
+        env = dict(machine_here=_environment(h), machine_replicate=_environment(t),
+                   source_here=" ".join(sorted(h.source_hash.unique())),
+                   source_replicate=" ".join(sorted(t.source_hash.unique())))
         for cell, g in m.groupby("cell"):
             rows.append(_shift_row((g.acc1_rep - g.acc1).to_numpy(dtype=np.float64), list(g.seed),
                                    here.acc1[here.cell == cell].to_numpy(dtype=np.float64), replicate=rep["results"],

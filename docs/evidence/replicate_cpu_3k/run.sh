@@ -8,6 +8,10 @@
 # (results/evidence/machine_shift.csv, the README's "Does the machine move the results?").
 #
 #     docs/evidence/replicate_cpu_3k/run.sh /path/to/fresh/clone      # PY=... picks another interpreter
+#
+# The committed runs were made on 2026-11-26 by these steps typed by hand (the clone /work/runs3, main's .venv, the
+# clone as the working directory); this script was written down from them afterwards and made safer (interpreter,
+# PYTHONPATH, the guard below). Each run's metrics.json records the source that trained it (4cf0caf6).
 set -eu
 CLONE=${1:?usage: run.sh CLONE (a fresh clone of this repository)}
 REPO=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
