@@ -235,6 +235,8 @@ def test_machine_shift_by_hand(tmp_path):
     plan["replicates"] = [{"study": "confirm_3k", "results": str(there)}]
     (q,) = plan["studies"]["confirm_3k"]["questions"]
     t = V.machine_shift(plan, str(here)).set_index("name")
+    collected = {"confirm_3k": V.collect(str(here), "confirm_3k", plan["rules"]["convergence"])}
+    pd.testing.assert_frame_equal(V.machine_shift(plan, "elsewhere", collected).set_index("name"), t)  # main's runs
     ref, free, diff = t.loc["ref"], t.loc["free"], t.loc[f"{q['id']} (ref − free)"]
     assert (ref.kind, ref.n, ref.seeds, ref.identical, diff.kind) == ("cell", 3, "100 101 102", 0, "question")
     assert ref.shift_mean == pytest.approx(1.0) and ref.shift_sd == pytest.approx(0.0, abs=1e-9)

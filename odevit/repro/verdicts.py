@@ -237,7 +237,8 @@ def _environment(runs: pd.DataFrame) -> str:
     return "; ".join(sorted(runs.machine.unique())) + " (torch " + ", ".join(sorted(runs.torch.unique())) + ")"
 
 
-def machine_shift(plan: Dict[str, Any], results: str = "results") -> pd.DataFrame:
+def machine_shift(plan: Dict[str, Any], results: str = "results",
+                  collected: Optional[Dict[str, pd.DataFrame]] = None) -> pd.DataFrame:
     """The machine as a measured variance component: each replicate (plan.yaml `replicates`: the same study, cells,
     seeds and odevit code re-run on another machine type, its results folder) against the study's runs here, seed by
     seed, in Acc@1 points (replicate - here). Rows of kind `cell`: each replicated cell's test Acc@1; rows of kind
@@ -247,12 +248,12 @@ def machine_shift(plan: Dict[str, Any], results: str = "results") -> pd.DataFram
     out), the largest |shift|, how many seeds gave the identical value, `sd_here` (the same quantity's SD over all the
     study's seeds here: the scale; a machine that changed each run as much as a new seed would give a shift SD of about
     sqrt(2) x it), the machines with their torch versions and the training sources (metrics.json `source`) of each
-    side's runs."""
+    side's runs. `collected`: the studies' runs here as `collect` gave them (main's), else read from `results`."""
     rule = plan["rules"]["convergence"]
     rows = []
     for rep in plan.get("replicates") or []:
         study = plan["studies"][rep["study"]]
-        here = collect(results, rep["study"], rule)
+        here = collected[rep["study"]] if collected is not None else collect(results, rep["study"], rule)
         there = collect(rep["results"], rep["study"], rule)
         if here.empty or there.empty:
             continue
@@ -409,7 +410,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     pipeline.write_csv(claims.round(4), f"{args.out}/claims.csv")
     pipeline.write_csv(runs.round(4), f"{args.out}/runs.csv")
     pipeline.write_csv(power.round(4), f"{args.out}/power.csv")
-    pipeline.write_csv(machine_shift(plan, args.results).round(4), f"{args.out}/machine_shift.csv")
+    pipeline.write_csv(machine_shift(plan, args.results, by_study).round(4), f"{args.out}/machine_shift.csv")
     pipeline.write_csv(run_time(plan, args.results), f"{args.out}/run_time.csv")
     cols = ["study", "question", "status", "n", "mean", "ci_low", "ci_high", "converged", "verdict"]
     with open(f"{args.out}/claims.md", "w") as f:
