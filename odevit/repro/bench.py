@@ -303,8 +303,8 @@ def jasmin_markdown(result: Dict[str, Any]) -> str:
     meta, j = result["meta"], result["jasmin"]
     roof = meta["matmul_roof_gflop_s"][j["dtype"]]
     eager = next((r["train_img_s"] for r in j["rows"] if r["mode"] == "eager"), float("nan"))
-    lines = [f"ODE-ViT training step with JaSMin (CE + JaSMin on every step's attention map, as a study trains from "
-             f"scratch), {result['config']}, {j['dtype']}, batch {j['batch']}, {j['gflop_per_img']:.1f} GFLOP per "
+    lines = [f"ODE-ViT training step with JaSMin (CE + JaSMin on every step's attention map: the loss terms of a "
+             f"study's scratch run), {result['config']}, {j['dtype']}, batch {j['batch']}, {j['gflop_per_img']:.1f} GFLOP per "
              f"image. Machine: {meta['device']}, {meta['threads']} threads, torch {meta['torch']}, {meta['date']}; "
              f"large-matmul roof {roof:.0f} GFLOP/s {j['dtype']} (best of the run's two measurements); whole run "
              f"{meta['wall_s']:.0f} s.", "",
@@ -403,6 +403,14 @@ def bench_distill(spec: tuple, device: torch.device, reps: int) -> Dict[str, Any
     return out
 
 
+def run_meta(device: torch.device, t0: float, **measured: Any) -> Dict[str, Any]:
+    """A bench run's first line: the device, threads, torch and date, what the run `measured` about the machine (its
+    roof), the run's wall seconds since `t0` and the machine record."""
+    return {"device": torch.cuda.get_device_name() if device.type == "cuda" else platform.processor() or "cpu",
+            "threads": torch.get_num_threads(), "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
+            **measured, "wall_s": time.perf_counter() - t0, "machine_info": machine_info()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="default config only")
@@ -444,9 +452,7 @@ def main() -> None:
             print(f"{r['mode']:28s} train {r['train_img_s']:9.1f} img/s  roof {r['achieved_gflop_s'] / roof:.2f}", flush=True)
         for m, e in j["errors"].items():
             print(f"{m:28s} failed: {e}", flush=True)
-        meta = {"device": torch.cuda.get_device_name() if device.type == "cuda" else platform.processor() or "cpu",
-                "threads": torch.get_num_threads(), "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
-                "matmul_roof_gflop_s": {dtype: roof}, "wall_s": time.perf_counter() - t0, "machine_info": machine_info()}
+        meta = run_meta(device, t0, matmul_roof_gflop_s={dtype: roof})
         result = {"meta": meta, "config": args.jasmin, "jasmin": j}
         write_json(result, os.path.join(args.out, "jasmin.json"))
         write_text(jasmin_markdown(result), os.path.join(args.out, "jasmin.md"))
@@ -482,10 +488,7 @@ def main() -> None:
         r["roof_ratio"] = r["achieved_gflop_s"] / roof[r["dtype"]]
     for v in shares.values():
         v["matmul_roof_ratio"] = v["matmul_gflop_s"] / roof["fp32"]
-    meta = {"device": torch.cuda.get_device_name() if device.type == "cuda" else platform.processor() or "cpu",
-            "threads": torch.get_num_threads(), "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
-            "matmul_roof_gflop_s": roof, "bf16_probe_gflop_s": probe, "bf16_native": native,
-            "wall_s": time.perf_counter() - t0, "machine_info": machine_info()}
+    meta = run_meta(device, t0, matmul_roof_gflop_s=roof, bf16_probe_gflop_s=probe, bf16_native=native)
     result = {"meta": meta, "rows": rows, "speedups": ups, "compiled": comp, "time_shares": shares, "distill": dist,
               "activation_memory": acts}
     write_json(result, os.path.join(args.out, "bench.json"))

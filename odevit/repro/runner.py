@@ -213,9 +213,10 @@ def main(argv: List[str] | None = None) -> int:
     print(f"{len(todo)} runs to do in {len(procs)} processes, {args.jobs} at a time, {args.threads} threads each",
           flush=True)
     for s, c, seeds, rc in run_all(procs, args.jobs, args.threads, left):
-        print(f"{s}@{c}-{'/'.join(map(str, seeds))}: {'done' if rc == 0 else rc}", flush=True)
+        label = f"{s}@{c}-{'/'.join(map(str, seeds))}"
+        print(f"{label}: {'done' if rc == 0 else rc}", flush=True)
         if isinstance(rc, int) and rc != 0:
-            failed.append(f"{s}@{c}-{'/'.join(map(str, seeds))}")
+            failed.append(label)
     if failed:  # a stop at the deadline is not a failure (it resumes); a crash is, and `make evidence-gpu` stops there
         print(f"failed ({len(failed)}; each log.txt in its checkpoint folder says why): {', '.join(failed)}",
               file=sys.stderr, flush=True)
