@@ -855,8 +855,9 @@ def replication_summary(c: pd.DataFrame) -> str:
         f"{k} {len(out[k])} ({', '.join(out[k])})" for k in order if k in out) + ".")
 
 
-def _images(plan: Dict[str, Any], study: str, all_images: int) -> str:
-    return f"{plan['studies'][study]['budget']['train_limit'] or all_images:,} images"
+def _images(plan: Dict[str, Any], study: str, all_images: int, with_epochs: bool = False) -> str:
+    budget = plan["studies"][study]["budget"]
+    return f"{budget['train_limit'] or all_images:,} images" + (f" × {budget['epochs']} epochs" if with_epochs else "")
 
 
 def key_findings(root: str = ".") -> str:
@@ -871,13 +872,17 @@ def key_findings(root: str = ".") -> str:
     out = []
     for i, f in enumerate(_yaml(os.path.join(root, "docs/findings.yaml"))["findings"], 1):
         parts, last = [], None
+        studies = {ref.split(".", 1)[0] for _, ref in f["rows"]}
+        budgets = {(plan["studies"][s]["budget"]["train_limit"], plan["studies"][s]["budget"]["epochs"])
+                   for s in studies if s in plan["studies"]}
+        epochs = len(budgets) != len({n for n, _ in budgets})  # the same images, other schedules: epochs tell apart
         for label, ref in f["rows"]:
             study, q = ref.split(".", 1)
             if (study, q) not in c.index:
                 raise ValueError(f"docs/findings.yaml: {ref} is not a confirmatory row of results/evidence/claims.csv")
             r = c.loc[(study, q)]
             num = "not run" if not r.n else f"{r['mean']:+.2f} {r.unit}" + _interval(r.ci_low, r.ci_high)
-            where = _images(plan, study, t["train_images"])
+            where = _images(plan, study, t["train_images"], epochs)
             parts.append(("" if where == last else f"{where}: ") + f"{label} {num} *{r.verdict}*")
             last = where
         out.append(f"{i}. **{f['ask']}** " + "; ".join(parts) + ".")
@@ -886,27 +891,34 @@ def key_findings(root: str = ".") -> str:
     n_steps, sub = params["distill"]["num_steps"], params["study"]["robustness_test_limit"]
     teacher = 100 * t["acc1"]
     names = {"ref": "label-free", "ce": "+CE", "free": "free ODE"}
-    big = runs[runs.study == "confirm_55k"]
-    if len(big):
+    weak, first = False, True
+    for name in ("confirm_55k", "confirm_55k_40ep"):  # the studies on all the teacher's images
+        big = runs[runs.study == name]
+        if not len(big):
+            continue
         g = big.groupby("cell")[["acc1", "acc1_half_n", "acc1_sub_n"]].mean().reindex(
             [k for k in names if k in set(big.cell)])
         at_n = ", ".join(f"{names[k]} {v:.2f} %" for k, v in g.acc1.items())
         half = ", ".join(f"{names[k]} {h:.2f} % (at N on the same images {n:.2f} %)"
                          for k, h, n in zip(g.index, g.acc1_half_n, g.acc1_sub_n))
-        weak = ("free" in g.index and teacher < g.acc1["free"])
-        out.append(f"\nFor scale, mean test Acc@1 of confirm_55k's runs at the trained N = {n_steps} steps: teacher "
-                   f"{teacher:.2f} %, {at_n}; at N/2 (first {sub:,} test images, as every step-count row): {half}."
-                   + (" The teacher, trained from scratch on the same images, is weaker than the free ODE, so keeping "
-                      "its accuracy is a low bar." if weak else ""))
+        weak = weak or ("free" in g.index and teacher < g.acc1["free"])
+        epochs = plan["studies"][name]["budget"]["epochs"]
+        out.append((f"\nFor scale, mean test Acc@1 at the trained N = {n_steps} steps: teacher {teacher:.2f} %; "
+                    if first else "") + f"{name}'s runs ({epochs} epochs): {at_n}; at N/2 (first {sub:,} test images, "
+                   f"as every step-count row): {half}.")
+        first = False
+    if weak:
+        out[-1] += (" The teacher, trained from scratch on the same images, is weaker than the free ODE, so keeping "
+                    "its accuracy is a low bar.")
     limit = {k: v["budget"]["train_limit"] for k, v in plan["studies"].items()}
-    pending = sorted({st for st, q in c.index for st2, q2 in c.index  # same question, same images, no runs yet
+    pending = sorted({(st, q) for st, q in c.index for st2, q2 in c.index  # same question, same images, no runs yet
                       if q == q2 and st2 != st and limit[st] == limit[st2] and c.loc[(st, q)].n == 0
                       and c.loc[(st2, q2)].verdict == "not converged"})
     if pending:
-        out.append("Planned and not run yet, asking the not-converged questions again: " + ", ".join(
-            f"{p} ({plan['studies'][p]['budget']['epochs']} epochs"
+        out.append("Planned and not run yet, asking not-converged questions again: " + ", ".join(
+            f"{p} `{q}` ({plan['studies'][p]['budget']['epochs']} epochs"
             + (", convergence judged per cell" if plan["studies"][p].get("convergence") == "cell_mean" else "") + ")"
-            for p in pending) + ".")
+            for p, q in pending) + ".")
     rep = replication_summary(claims)
     if rep:
         out.append(rep)
