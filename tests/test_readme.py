@@ -108,3 +108,36 @@ def test_machine_shift_line_and_table_follow_the_csv(tmp_path):
     pd.DataFrame([twin]).to_csv(path, index=False)
     assert "s on EPYC / NVIDIA H100 (torch 2.11) against Xeon / NVIDIA H100 (torch 2.11):" in \
         readme.machine_shift_summary(str(tmp_path))
+
+
+def test_findings_name_epochs_only_where_two_schedules_share_the_images():
+    b = lambda n, e: {"budget": {"train_limit": n, "epochs": e}}  # noqa: E731
+    plan = {"studies": {"s20": b(0, 20), "s40": b(0, 40), "k1": b(1000, 150), "k3": b(3000, 60), "k3b": b(3000, 60)}}
+    assert readme._schedules_differ(plan, ["s20", "s40"])
+    assert not readme._schedules_differ(plan, ["k1", "k3"])  # other images: the images tell them apart
+    assert not readme._schedules_differ(plan, ["k3", "k3b"])  # the same schedule twice: nothing to tell apart
+    assert readme._images(plan, "s40", 55_000, True) == "55,000 images × 40 epochs"
+    assert readme._images(plan, "k3", 55_000) == "3,000 images"
+
+
+def test_plan_time_extrapolates_each_machines_pooled_rate(tmp_path, monkeypatch):
+    """7 runs: 2 cells x 3 seeds x 50,000 images x 10 epochs + 1 x 2,000 x 5 = 3,010,000 images; at 3,010,000 images
+    per 10 min a machine takes 10 min, at a rate 5 h would give '5 h'; a rate that is an upper bound (unrecorded
+    processes) gives a lower-bound time (≥)."""
+    import pandas as pd
+    from odevit.repro import plan as plan_mod
+
+    plan = {"studies": {"x": {"cells": {"a": {}, "b": {}}, "seeds": [1, 2, 3], "budget": {"train_limit": 0, "epochs": 10}},
+                        "y": {"cells": {"a": {}}, "seeds": [1], "budget": {"train_limit": 2000, "epochs": 5}}}}
+    monkeypatch.setattr(plan_mod, "load", lambda path: plan)
+    (tmp_path / "results/02_teacher").mkdir(parents=True)
+    (tmp_path / "results/02_teacher/metrics.json").write_text('{"train_images": 50000}')
+    img = 3_010_000
+    t = pd.DataFrame([dict(study="all", machine="G", unrecorded=0, img_per_s=img / 600, train_images=1),
+                      dict(study="all", machine="C", unrecorded=0, img_per_s=img / 18_000, train_images=1),
+                      dict(study="all", machine="U", unrecorded=2, img_per_s=img / 1800, train_images=1),
+                      dict(study="x", machine="G", unrecorded=0, img_per_s=1, train_images=1_000_000),
+                      dict(study="y", machine="C", unrecorded=0, img_per_s=1, train_images=500_000)])
+    line = readme._plan_time(str(tmp_path), t)
+    assert line.startswith("The whole plan is 7 runs and 3.01 M training images (its teachers aside), 1.50 M of them")
+    assert "G ≈ 10 min; C ≈ 5 h; U ≥ 30 min" in line

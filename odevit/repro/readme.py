@@ -17,7 +17,7 @@ import math
 import os
 import re
 import sys
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Tuple
 
 import pandas as pd
 import yaml
@@ -860,6 +860,14 @@ def _images(plan: Dict[str, Any], study: str, all_images: int, with_epochs: bool
     return f"{budget['train_limit'] or all_images:,} images" + (f" × {budget['epochs']} epochs" if with_epochs else "")
 
 
+def _schedules_differ(plan: Dict[str, Any], studies: Iterable[str]) -> bool:
+    """Whether two of these studies train on the same images for different epochs (a finding then names each
+    study's epochs beside its images, so the two schedules read apart)."""
+    budgets = {(plan["studies"][s]["budget"]["train_limit"], plan["studies"][s]["budget"]["epochs"])
+               for s in studies if s in plan["studies"]}
+    return len(budgets) != len({n for n, _ in budgets})
+
+
 def key_findings(root: str = ".") -> str:
     """The README's opening: docs/findings.yaml's questions, each answered by its plan rows (confirmatory rows of
     results/evidence/claims.csv: number, interval at α each, verdict), grouped by the study's training images."""
@@ -872,10 +880,7 @@ def key_findings(root: str = ".") -> str:
     out = []
     for i, f in enumerate(_yaml(os.path.join(root, "docs/findings.yaml"))["findings"], 1):
         parts, last = [], None
-        studies = {ref.split(".", 1)[0] for _, ref in f["rows"]}
-        budgets = {(plan["studies"][s]["budget"]["train_limit"], plan["studies"][s]["budget"]["epochs"])
-                   for s in studies if s in plan["studies"]}
-        epochs = len(budgets) != len({n for n, _ in budgets})  # the same images, other schedules: epochs tell apart
+        epochs = _schedules_differ(plan, {ref.split(".", 1)[0] for _, ref in f["rows"]})
         for label, ref in f["rows"]:
             study, q = ref.split(".", 1)
             if (study, q) not in c.index:
@@ -885,7 +890,7 @@ def key_findings(root: str = ".") -> str:
             where = _images(plan, study, t["train_images"], epochs)
             parts.append(("" if where == last else f"{where}: ") + f"{label} {num} *{r.verdict}*")
             last = where
-        out.append(f"{i}. **{f['ask']}** " + "; ".join(parts) + ".")
+        out.append(f"{i}. **{f['ask']}** " + "; ".join(parts) + "." + (f" {f['note']}" if f.get("note") else ""))
     runs = pd.read_csv(os.path.join(root, "results/evidence/runs.csv"))
     params = _yaml(os.path.join(root, "params.yaml"))
     n_steps, sub = params["distill"]["num_steps"], params["study"]["robustness_test_limit"]
@@ -981,7 +986,29 @@ def evidence_time(root: str = ".") -> str:
             "budget (evaluation and start-up included), not one run's speed: rows run with other concurrency or "
             "budgets do not compare. The **every study** rows pool all runs on that machine type, from different "
             "days and machines of the kind; studies that shared a machine at once count the shared seconds once "
-            "there.\n\n" + "\n".join(rows))
+            "there.\n\n" + "\n".join(rows) + "\n\n" + _plan_time(root, t))
+
+
+def _plan_time(root: str, t: pd.DataFrame) -> str:
+    """The whole plan's training images (cells x seeds x images x epochs of every study, its teachers aside) and
+    how long they take at each machine type's pooled rate of the table (its **every study** row): an extrapolation
+    from measured rates, said as one."""
+    from . import plan as plan_mod
+
+    plan = plan_mod.load(os.path.join(root, plan_mod.PLAN_FILE))
+    every = _json(os.path.join(root, "results/02_teacher/metrics.json"))["train_images"]  # train_limit 0: all
+    runs = images = 0
+    for st in plan["studies"].values():
+        n = len(st["cells"]) * len(st["seeds"])
+        runs += n
+        images += n * (st["budget"]["train_limit"] or every) * st["budget"]["epochs"]
+    done = t[t.study != "all"].train_images.sum()
+    mins = {r.machine: (images / r.img_per_s / 60, r.unrecorded) for r in t[t.study == "all"].itertuples()}
+    at = "; ".join(f"{m} {'≥' if gone else '≈'} " + (f"{v:,.0f} min" if v < 120 else f"{v / 60:,.0f} h")
+                   for m, (v, gone) in mins.items())  # an upper-bound rate ("at most"): a lower-bound time
+    return (f"The whole plan is {runs} runs and {images / 1e6:.2f} M training images (its teachers aside), "
+            f"{done / 1e6:.2f} M of them trained (the table). At each machine type's pooled rate above, all of it "
+            f"would take: {at} — an extrapolation from the measured rates, not a measured run of the whole plan.")
 
 
 def _short_machine(m: str) -> str:
