@@ -810,7 +810,9 @@ def plan_verdicts(root: str = ".") -> str:
                f"({runs.threshold_pts.min():.2f}–{runs.threshold_pts.max():.2f} pt by run) or more in the last quarter of its schedule "
                "(in a study with `convergence: cell_mean`: a cell's runs did on average); the row shows numbers, "
                "no verdict.\n*Post hoc* marks a row whose plan changed after its runs "
-               f"({post} {'does' if post == 1 else 'do'}).")
+               f"({post} {'does' if post == 1 else 'do'}); a study added after another's results is not post hoc "
+               "but a new family on fresh seeds, planned before its own runs, and its description says why it was "
+               "added.")
     figure = "![the plan's verdicts, one panel per study](results/evidence/verdicts.png)"
     return (setting + "\n\n" + head + "\n\n" + "\n".join(rows) + "\n\n" + figure
             + "\n\n<details><summary>Per study: its description, rows in words, and the runs that missed the convergence "
