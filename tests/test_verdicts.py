@@ -263,3 +263,27 @@ def test_machine_shift_by_hand(tmp_path):
     t = V.machine_shift(plan, str(here)).set_index("name")
     assert (t.loc["ref"].n, t.loc["ref"].seeds, t.loc[f"{q['id']} (ref − free)"].n) == (2, "100 101", 2)
     assert t.loc["ref"].sd_here == pytest.approx(0.1)
+
+
+def test_teacher_points_take_every_measured_confirmatory_teacher_row():
+    """The headline figure's points: the confirmatory rows of ts_minus_free / ts_ce_minus_free with runs, each at its
+    study's training images (train_limit, or the teacher's 55,000 where it is 0) and epochs; exploratory, unmeasured
+    and other questions' rows are left out; the figure draws them (two schedules at 55,000 labelled)."""
+    plan = {"studies": {"k1": {"budget": {"train_limit": 1000, "epochs": 150}},
+                        "all20": {"budget": {"train_limit": 0, "epochs": 20}},
+                        "all40": {"budget": {"train_limit": 0, "epochs": 40}}}}
+    row = dict(status="confirmatory", n=5, mean=1.0, ci_low=0.5, ci_high=1.5, verdict=V.SUPPORTS)
+    claims = pd.DataFrame([dict(row, study="k1", question="ts_minus_free"),
+                           dict(row, study="k1", question="ts_minus_free", status="exploratory"),
+                           dict(row, study="k1", question="retention"),
+                           dict(row, study="all20", question="ts_ce_minus_free", verdict=V.NOT_CONVERGED),
+                           dict(row, study="all40", question="ts_minus_free", mean=-2.0, verdict=V.CONTRADICTS),
+                           dict(row, study="all40", question="ts_ce_minus_free", n=0, verdict=V.NOT_MEASURED)])
+    p = V.teacher_points(claims, plan, 55_000)
+    assert list(zip(p.study, p.question, p.images, p.epochs)) == [
+        ("k1", "ts_minus_free", 1000, 150), ("all20", "ts_ce_minus_free", 55_000, 20),
+        ("all40", "ts_minus_free", 55_000, 40)]
+    assert list(p["mean"]) == [1.0, 1.0, -2.0]
+    fig = V.teacher_figure(p)
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert sorted(texts) == ["20 ep.", "40 ep."]  # only where two schedules share the images

@@ -1,7 +1,7 @@
 """Verdicts of the plan's questions, computed from the plan (plan.yaml) and the runs the pipeline made — never typed.
 
     python -m odevit.repro.verdicts      # results/evidence/{claims.csv, claims.md, runs.csv, power.csv,
-                                         #   machine_shift.csv, run_time.csv, verdicts.png}
+                                         #   machine_shift.csv, run_time.csv, verdicts.png, teacher_by_images.png}
 
 For each study of the plan and each of its questions: the per-seed statistic over the plan's seeds (paired by seed),
 its mean, SD and interval at the question's level (alpha / the family's fixed size), and the verdict of its test
@@ -389,6 +389,63 @@ def figure(claims: pd.DataFrame, plan: Dict[str, Any]):
     return fig
 
 
+TEACHER_QUESTIONS = {"ts_minus_free": "label-free − free ODE", "ts_ce_minus_free": "+CE − free ODE"}
+
+
+def teacher_points(claims: pd.DataFrame, plan: Dict[str, Any], all_images: int) -> pd.DataFrame:
+    """Does the teacher help, by the student's training images: every measured confirmatory row of the questions
+    TEACHER_QUESTIONS, whichever study asks them, with its study's training images (train_limit, or `all_images`,
+    the teacher's, where the study trains on all) and epochs."""
+    c = claims[(claims.status == "confirmatory") & claims.question.isin(list(TEACHER_QUESTIONS)) & (claims.n > 0)]
+    budget = {n: st["budget"] for n, st in plan["studies"].items()}
+    return pd.DataFrame([dict(study=r.study, question=r.question, images=budget[r.study]["train_limit"] or all_images,
+                              epochs=budget[r.study]["epochs"], n=r.n, mean=r["mean"], ci_low=r.ci_low,
+                              ci_high=r.ci_high, verdict=r.verdict) for _, r in c.iterrows()],
+                        columns=["study", "question", "images", "epochs", "n", "mean", "ci_low", "ci_high", "verdict"])
+
+
+def teacher_figure(points: pd.DataFrame):
+    """One look at the headline: the paired difference (teacher-student − free ODE, pt) against the training images
+    (log axis), one marker per question (label-free circle, +CE square, side by side), bar = the row's interval at
+    its level, colour = verdict; a not-converged row is drawn hollow, and two schedules at the same images are
+    labelled with their epochs."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.6))
+    marks = dict(zip(TEACHER_QUESTIONS, ["o", "s"]))
+    shared = points.groupby("images").epochs.nunique()
+    for k, (q, label) in enumerate(TEACHER_QUESTIONS.items()):
+        for r in points[points.question == q].itertuples():
+            epochs = sorted(points[points.images == r.images].epochs.unique())
+            shift = (1.0 + 0.07 * (k - 0.5)) * 1.5 ** epochs.index(r.epochs)  # side by side on the log axis
+            x, col = r.images * shift, color(r.verdict)
+            ax.plot([x, x], [r.ci_low, r.ci_high], color=col, lw=2.5)
+            ax.plot(x, r.mean, marks[q], ms=8, mec="black", mfc="white" if r.verdict == NOT_CONVERGED else col)
+    for (images, epochs), g in points.groupby(["images", "epochs"]):  # two schedules at the same images: labelled
+        if shared[images] > 1:
+            x = images * 1.5 ** sorted(points[points.images == images].epochs.unique()).index(epochs)
+            ax.annotate(f"{epochs} ep.", (x, g.ci_high.max()), textcoords="offset points", xytext=(0, 5),
+                        ha="center", fontsize=8)
+    for q, label in TEACHER_QUESTIONS.items():  # legend: the questions by marker
+        ax.plot([], [], marks[q], mfc="none", mec="black", ls="none", label=label)
+    for v in dict.fromkeys(points.verdict):  # and the verdicts by colour
+        ax.plot([], [], "o", mec="black", mfc="white" if v == NOT_CONVERGED else color(v), ls="none", label=v)
+    ax.axhline(0, color="black", lw=0.8)
+    ax.set_xscale("log")
+    ticks = sorted(points.images.unique())
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([f"{t:,}" for t in ticks])
+    ax.minorticks_off()
+    ax.set_xlabel("student's training images (the teacher trained on all of them)")
+    ax.set_ylabel("test Acc@1, teacher-student − free ODE (pt)")
+    seeds = ", ".join(str(n) for n in sorted(points.n.unique()))
+    ax.set_title(f"Does a teacher help? Plan studies, confirmatory seeds ({seeds} per point), test set 10,000 images;\n"
+                 "bar = interval at the row's level (α / family size); hollow = not converged", fontsize=9)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+    fig.tight_layout()
+    return fig
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description="Verdicts of plan.yaml's questions from the pipeline's runs")
     ap.add_argument("--plan", default=plan_mod.PLAN_FILE)
@@ -417,6 +474,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         f.write(claims[cols].round(2).to_markdown(index=False) + "\n")
     fig = figure(claims, plan)
     pipeline.save_figure(fig, f"{args.out}/verdicts.png")
+    images = pipeline.read_json(os.path.join(args.results, "02_teacher/metrics.json"))["train_images"]
+    pipeline.save_figure(teacher_figure(teacher_points(claims, plan, images)), f"{args.out}/teacher_by_images.png")
     print(claims[cols].round(2).to_string(index=False))
     return 0
 
