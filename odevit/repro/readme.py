@@ -899,7 +899,7 @@ def key_findings(root: str = ".") -> str:
     teacher = 100 * t["acc1"]
     names = {"ref": "label-free", "ce": "+CE", "free": "free ODE"}
     weak, first = False, True
-    for name in ("confirm_55k", "confirm_55k_40ep"):  # the studies on all the teacher's images
+    for name in [n for n, st in plan["studies"].items() if not st["budget"]["train_limit"]]:  # on all its images
         big = runs[runs.study == name]
         if not len(big):
             continue

@@ -414,18 +414,17 @@ def teacher_figure(points: pd.DataFrame):
     fig, ax = plt.subplots(figsize=(8, 4.6))
     marks = dict(zip(TEACHER_QUESTIONS, ["o", "s"]))
     shared = points.groupby("images").epochs.nunique()
-    for k, (q, label) in enumerate(TEACHER_QUESTIONS.items()):
-        for r in points[points.question == q].itertuples():
-            epochs = sorted(points[points.images == r.images].epochs.unique())
-            shift = (1.0 + 0.07 * (k - 0.5)) * 1.5 ** epochs.index(r.epochs)  # side by side on the log axis
-            x, col = r.images * shift, color(r.verdict)
+    # each schedule's place on the log axis: the images, moved right by 1.5x per longer schedule at the same images
+    slot = points.images * 1.5 ** points.groupby("images").epochs.rank(method="dense").sub(1)
+    for k, q in enumerate(TEACHER_QUESTIONS):
+        for r, at in zip(points[points.question == q].itertuples(), slot[points.question == q]):
+            x, col = at * (1.0 + 0.07 * (k - 0.5)), color(r.verdict)  # the two questions side by side
             ax.plot([x, x], [r.ci_low, r.ci_high], color=col, lw=2.5)
             ax.plot(x, r.mean, marks[q], ms=8, mec="black", mfc="white" if r.verdict == NOT_CONVERGED else col)
     for (images, epochs), g in points.groupby(["images", "epochs"]):  # two schedules at the same images: labelled
         if shared[images] > 1:
-            x = images * 1.5 ** sorted(points[points.images == images].epochs.unique()).index(epochs)
-            ax.annotate(f"{epochs} ep.", (x, g.ci_high.max()), textcoords="offset points", xytext=(0, 5),
-                        ha="center", fontsize=8)
+            ax.annotate(f"{epochs} ep.", (slot[g.index[0]], g.ci_high.max()), textcoords="offset points",
+                        xytext=(0, 5), ha="center", fontsize=8)
     for q, label in TEACHER_QUESTIONS.items():  # legend: the questions by marker
         ax.plot([], [], marks[q], mfc="none", mec="black", ls="none", label=label)
     for v in dict.fromkeys(points.verdict):  # and the verdicts by colour
