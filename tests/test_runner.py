@@ -73,3 +73,22 @@ def test_exit_code_says_whether_a_run_failed(monkeypatch, capsys):
     outcome[(seeds[1],)] = 1
     assert runner.main(["confirm_3k", "--cells", "free"]) == 1
     assert f"failed (1; each log.txt in its checkpoint folder says why): confirm_3k@free-{seeds[1]}" in capsys.readouterr().err
+
+
+def test_a_run_recorded_already_without_its_checkpoints_here_is_left_as_recorded(tmp_path):
+    """runner --commit on a machine whose DVC cache lacks a run's checkpoints: the run is skipped only while dvc.lock
+    holds its metrics.json as it is now; changed results, present checkpoints or no lock entry are committed."""
+    import hashlib
+
+    res, ckpt = tmp_path / "results", tmp_path / "checkpoints"
+    res.mkdir()
+    (res / "metrics.json").write_text('{"acc1": 0.8}')
+    md5 = hashlib.md5(b'{"acc1": 0.8}').hexdigest()
+    lock = {"stages": {"st@ref-1": {"outs": [{"path": f"{res}/metrics.json", "hash": "md5", "md5": md5}]}}}
+    assert runner.recorded_without_cache(lock, "st@ref-1", str(res), str(ckpt))
+    assert not runner.recorded_without_cache(lock, "st@ref-2", str(res), str(ckpt))  # not in dvc.lock
+    ckpt.mkdir()
+    assert not runner.recorded_without_cache(lock, "st@ref-1", str(res), str(ckpt))  # checkpoints here: commit
+    ckpt.rmdir()
+    (res / "metrics.json").write_text('{"acc1": 0.9}')
+    assert not runner.recorded_without_cache(lock, "st@ref-1", str(res), str(ckpt))  # results changed since

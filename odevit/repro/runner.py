@@ -15,12 +15,14 @@ metrics.json exists is finished and skipped. `--deadline S`: no run starts after
 stopped (SIGTERM) at S; each resumes from its last.pt next time. The exit code is 1 when a run failed (not when one
 was stopped at the deadline), else 0. `--commit` records each finished run in dvc.lock
 (`dvc commit`), after checking that it was trained by this code (its metrics.json's `source` = the training source's
-hash now) under this plan: a run made by other code is refused, never adopted. A study that trains its own teacher
+hash now) under this plan: a run made by other code is refused, never adopted; a run recorded already whose
+checkpoints this machine's DVC cache lacks (no DVC remote) is left as recorded. A study that trains its own teacher
 (plan.yaml: studies.STUDY.teacher) has it trained first (`study_teacher`, stage STUDY_teacher) and committed with it.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import signal
@@ -146,19 +148,41 @@ def equivalent_sources(source: str, path: str = EQUIVALENCE) -> set:
     return ok
 
 
-def commit(plan: dict, studies: List[str]) -> List[str]:
+def _md5(path: str) -> str:
+    h = hashlib.md5()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def recorded_without_cache(lock: dict, stage: str, results: str, ckpt: str) -> bool:
+    """Whether dvc.lock already records `stage` with today's results (its metrics.json's md5) while its checkpoint
+    folder `ckpt` is absent here: a run committed on a machine whose DVC cache this one lacks (the repository has no
+    DVC remote). `dvc commit` cannot hash the missing folder; the run is recorded already, so it is left as it is."""
+    outs = (lock.get("stages", {}).get(stage) or {}).get("outs") or []
+    want = next((o.get("md5") for o in outs if o.get("path") == f"{results}/metrics.json"), None)
+    return (not os.path.exists(ckpt) and want is not None and os.path.isfile(f"{results}/metrics.json")
+            and want == _md5(f"{results}/metrics.json"))
+
+
+def commit(plan: dict, studies: List[str], lock_file: str = "dvc.lock") -> List[str]:
     """`dvc commit` every finished run of the studies trained by today's training source, or by one that a checked
-    equivalence record (EQUIVALENCE) shows to give bit-identical runs."""
+    equivalence record (EQUIVALENCE) shows to give bit-identical runs. A run that dvc.lock records already, with
+    today's results, and whose checkpoints are not on this machine is left as recorded (`recorded_without_cache`)."""
     source = train.fingerprint()
     accepted = equivalent_sources(source)
-    stages = []
+    lock = config.read_yaml(lock_file) if os.path.isfile(lock_file) else {}
+    stages, kept = [], []
     for s in studies:  # a study's own teacher first: its cells' stages depend on it
         if plan["studies"][s].get("teacher") and study_teacher.finished(s):
             m = pipeline.read_json(f"{study_teacher.dirs(s)[1]}/metrics.json")
             if m.get("source") not in accepted:
                 raise SystemExit(f"{study_teacher.stage(s)}: trained by other code (source {m.get('source')}, "
                                  f"today's {source}): rerun it, never adopt it")
-            stages.append(study_teacher.stage(s))
+            ckpt, res = study_teacher.dirs(s)
+            (kept if recorded_without_cache(lock, study_teacher.stage(s), res, ckpt) else stages).append(
+                study_teacher.stage(s))
     for s, c, seed in runs(plan, studies):
         if not finished(s, c, seed):
             continue
@@ -166,7 +190,12 @@ def commit(plan: dict, studies: List[str]) -> List[str]:
         if m.get("source") not in accepted:
             raise SystemExit(f"{s}@{c}-{seed}: trained by other code (source {m.get('source')}, today's {source}, no "
                              f"equivalence record in {EQUIVALENCE}): rerun it, never adopt it")
-        stages.append(f"{s}@{c}-{seed}")
+        rec = recorded_without_cache(lock, f"{s}@{c}-{seed}", cell_dir("results", c, seed, s),
+                                     cell_dir("checkpoints", c, seed, s))
+        (kept if rec else stages).append(f"{s}@{c}-{seed}")
+    if kept:
+        print(f"{len(kept)} run(s) recorded in {lock_file} already, their checkpoints not on this machine: left as "
+              f"recorded ({', '.join(kept[:3])}{', ...' if len(kept) > 3 else ''})", file=sys.stderr)
     if stages:
         subprocess.run(["dvc", "commit", "-f", *stages], check=True)
     return stages
