@@ -1,8 +1,8 @@
 """Rebuild 02_teacher's checkpoint from its published weights, where this machine's DVC cache lacks it.
 
 The checkpoints are DVC outputs kept in the local cache only (the repository has no DVC remote): a fresh clone, or a
-new machine, has results/02_teacher/ (in git) but not checkpoints/02_teacher/best.pt, which every distilled cell
-loads. The quick run publishes that best.pt's weights (weights/quick, tag odevit_teacher_patch7_28.fmnist; its
+new machine, has results/02_teacher/ (in git) but not checkpoints/02_teacher/best.pt, which every study cell loads
+(free ones too: `study.run_many` builds each cell from it). The quick run publishes that best.pt's weights (weights/quick, tag odevit_teacher_patch7_28.fmnist; its
 manifest names the checkpoint and the params blocks it came from):
 
     python -m odevit.repro.restore          # -> checkpoints/02_teacher/best.pt
@@ -12,7 +12,9 @@ the file is the manifest's (sha256, checked by `hub.create`), its tensors load s
 the rebuilt teacher's test Acc@1 (fp32, this CPU) is results/02_teacher/metrics.json's within
 `publish.ACC1_TOLERANCE`. The weights are the trained ones, bit for bit; a run that uses them does its arithmetic on
 this machine (a replicate on another machine type: plan.yaml `replicates`). last.pt (optimiser state) is not
-restored: stage 02_teacher still reads as changed to `dvc status`, and `dvc repro` of it trains a new teacher.
+restored: stage 02_teacher still reads as changed to `dvc status`, and a plain `dvc repro` trains a new teacher over
+it (then every study on that other teacher); run the cells with `python -m odevit.repro.runner STUDY` (or
+`dvc repro -s STAGE`). The test split must be on disk (`make data`).
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ import os
 import sys
 from typing import Any, Dict, Optional
 
-from . import config, pipeline, publish, train
+from . import config, data, pipeline, publish, train
 from ..hub import QUICK, TEACHER_ARCH, WEIGHTS_DIR, WeightsError, create, entry
 from .evaluate import evaluate_on_test
 
@@ -36,6 +38,9 @@ def restore(params_file: str = "params.yaml", root: Optional[str] = None, metric
     cfg = config.check_stage("publish", params_file)
     b, t = cfg["base"], cfg["teacher"]
     e = entry(TAG, root)
+    if e.get("kind") != "teacher" or e.get("checkpoint") != f"{pipeline.TEACHER_CKPT}/best.pt":
+        raise WeightsError(f"{root}/manifest.json: {TAG} is not 02_teacher's best.pt (kind {e.get('kind')}, checkpoint "
+                           f"{e.get('checkpoint')})")
     if e.get("params_fingerprint") != publish._fingerprint(b, t):
         raise WeightsError(f"{root}/manifest.json: {TAG} was trained under other base/teacher blocks (fingerprint "
                            f"{e.get('params_fingerprint')}, today's {params_file}: {publish._fingerprint(b, t)}): "
@@ -67,6 +72,10 @@ def main(argv: Optional[list] = None) -> int:
         r = restore(args.params, args.root, out=out)
     except (WeightsError, config.ConfigError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except data.DatasetError as e:
+        print(f"error: {e} (the check evaluates on the test split: `make data` puts Fashion-MNIST in place)",
+              file=sys.stderr)
         return 2
     print(f"{r['file']}: restored from {TAG}; test Acc@1 {r['acc1']:.4f} (its run: {r['acc1_run']:.4f})")
     return 0
