@@ -2,12 +2,13 @@
 
 The checkpoints are DVC outputs kept in the local cache only (the repository has no DVC remote): a fresh clone, or a
 new machine, has results/02_teacher/ (in git) but not checkpoints/02_teacher/best.pt, which every study cell loads
-(free ones too: `study.run_many` builds each cell from it). The quick run publishes that best.pt's weights (weights/quick, tag odevit_teacher_patch7_28.fmnist; its
-manifest names the checkpoint and the params blocks it came from):
+(free ones too: `study.run_many` builds each cell from it). The quick run publishes that best.pt's weights
+(weights/quick, tag odevit_teacher_patch7_28.fmnist; its manifest names the checkpoint and the params blocks it came
+from):
 
     python -m odevit.repro.restore          # -> checkpoints/02_teacher/best.pt
 
-It refuses, writing nothing, unless the manifest's params fingerprint is that of today's base and teacher blocks,
+It refuses, writing nothing, unless the manifest's entry is 02_teacher's best.pt, its params fingerprint is that of today's base and teacher blocks,
 the file is the manifest's (sha256, checked by `hub.create`), its tensors load strictly into today's teacher, and
 the rebuilt teacher's test Acc@1 (fp32, this CPU) is results/02_teacher/metrics.json's within
 `publish.ACC1_TOLERANCE`. The weights are the trained ones, bit for bit; a run that uses them does its arithmetic on
@@ -30,7 +31,8 @@ from .evaluate import evaluate_on_test
 TAG = f"{TEACHER_ARCH}.fmnist"  # the quick run's teacher: 02_teacher's best.pt
 
 
-def restore(params_file: str = "params.yaml", root: Optional[str] = None, metrics: str = "results/02_teacher/metrics.json",
+def restore(params_file: str = "params.yaml", root: Optional[str] = None,
+            metrics: str = "results/02_teacher/metrics.json",
             out: str = f"{pipeline.TEACHER_CKPT}/best.pt") -> Dict[str, Any]:
     """Check the published teacher against today's params and its committed run, then write `out` (atomically);
     returns {acc1, acc1_run, file}. WeightsError (or ConfigError) names what does not match."""

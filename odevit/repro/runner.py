@@ -148,14 +148,6 @@ def equivalent_sources(source: str, path: str = EQUIVALENCE) -> set:
     return ok
 
 
-def _md5(path: str) -> str:
-    h = hashlib.md5()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def recorded_without_cache(lock: dict, stage: str, results: str, ckpt: str) -> bool:
     """Whether dvc.lock already records `stage` with today's results (its metrics.json's md5) while its checkpoint
     folder `ckpt` is absent here: a run committed on a machine whose DVC cache this one lacks (the repository has no
@@ -163,7 +155,7 @@ def recorded_without_cache(lock: dict, stage: str, results: str, ckpt: str) -> b
     outs = (lock.get("stages", {}).get(stage) or {}).get("outs") or []
     want = next((o.get("md5") for o in outs if o.get("path") == f"{results}/metrics.json"), None)
     return (not os.path.exists(ckpt) and want is not None and os.path.isfile(f"{results}/metrics.json")
-            and want == _md5(f"{results}/metrics.json"))
+            and want == hashlib.md5(open(f"{results}/metrics.json", "rb").read()).hexdigest())  # DVC's md5: the bytes
 
 
 def commit(plan: dict, studies: List[str], lock_file: str = "dvc.lock") -> List[str]:
