@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import hashlib
 import math
 import os
 import shutil
@@ -38,6 +37,7 @@ import yaml
 
 from . import pipeline, report, stats
 from .machine import machine_info
+from .runner import lock_holds
 from .study import collect
 
 EVIDENCE = "docs/evidence"
@@ -83,9 +83,7 @@ def finished(clone: str, params: Dict[str, Any], cell: str, seed: int, lock: Dic
             return False
     except (KeyError, TypeError):
         return False
-    md5 = next((o["md5"] for o in stage.get("outs", []) if o["path"].endswith("metrics.json")), None)
-    with open(path, "rb") as f:
-        return md5 == hashlib.md5(f.read()).hexdigest()
+    return lock_holds(stage, path)
 
 
 def snapshot(name: str, clone: str, command: str, stages: bool = False, t0: Optional[float] = None,

@@ -8,10 +8,10 @@ from):
 
     python -m odevit.repro.restore          # -> checkpoints/02_teacher/best.pt
 
-It refuses, writing nothing, unless the manifest's entry is 02_teacher's best.pt, its params fingerprint is that of today's base and teacher blocks,
-the file is the manifest's (sha256, checked by `hub.create`), its tensors load strictly into today's teacher, and
-the rebuilt teacher's test Acc@1 (fp32, this CPU) is results/02_teacher/metrics.json's within
-`publish.ACC1_TOLERANCE`. The weights are the trained ones, bit for bit; a run that uses them does its arithmetic on
+It refuses, writing nothing, unless the manifest's entry is 02_teacher's best.pt, its params fingerprint is that of
+today's base and teacher blocks, the file is the manifest's (sha256, checked by `hub.create`), its tensors load
+strictly into today's teacher, and the rebuilt teacher's test Acc@1 (fp32, this CPU) is results/02_teacher/
+metrics.json's within `publish.ACC1_TOLERANCE`. The weights are the trained ones, bit for bit; a run that uses them does its arithmetic on
 this machine (a replicate on another machine type: plan.yaml `replicates`). last.pt (optimiser state) is not
 restored: stage 02_teacher still reads as changed to `dvc status`, and a plain `dvc repro` trains a new teacher over
 it (then every study on that other teacher); run the cells with `python -m odevit.repro.runner STUDY` (or
@@ -29,23 +29,25 @@ from ..hub import QUICK, TEACHER_ARCH, WEIGHTS_DIR, WeightsError, create, entry
 from .evaluate import evaluate_on_test
 
 TAG = f"{TEACHER_ARCH}.fmnist"  # the quick run's teacher: 02_teacher's best.pt
+CKPT = f"{pipeline.TEACHER_CKPT}/best.pt"
 
 
 def restore(params_file: str = "params.yaml", root: Optional[str] = None,
             metrics: str = "results/02_teacher/metrics.json",
-            out: str = f"{pipeline.TEACHER_CKPT}/best.pt") -> Dict[str, Any]:
+            out: str = CKPT) -> Dict[str, Any]:
     """Check the published teacher against today's params and its committed run, then write `out` (atomically);
     returns {acc1, acc1_run, file}. WeightsError (or ConfigError) names what does not match."""
     root = root or os.path.join(WEIGHTS_DIR, QUICK)
     cfg = config.check_stage("publish", params_file)
     b, t = cfg["base"], cfg["teacher"]
     e = entry(TAG, root)
-    if e.get("kind") != "teacher" or e.get("checkpoint") != f"{pipeline.TEACHER_CKPT}/best.pt":
+    if e.get("kind") != "teacher" or e.get("checkpoint") != CKPT:
         raise WeightsError(f"{root}/manifest.json: {TAG} is not 02_teacher's best.pt (kind {e.get('kind')}, checkpoint "
                            f"{e.get('checkpoint')})")
-    if e.get("params_fingerprint") != publish._fingerprint(b, t):
+    today = publish._fingerprint(b, t)
+    if e.get("params_fingerprint") != today:
         raise WeightsError(f"{root}/manifest.json: {TAG} was trained under other base/teacher blocks (fingerprint "
-                           f"{e.get('params_fingerprint')}, today's {params_file}: {publish._fingerprint(b, t)}): "
+                           f"{e.get('params_fingerprint')}, today's {params_file}: {today}): "
                            f"train 02_teacher instead (dvc repro 02_teacher)")
     run = pipeline.read_json(metrics)
     model = create(TAG, root)  # checks the file's sha256 against the manifest
@@ -66,12 +68,11 @@ def main(argv: Optional[list] = None) -> int:
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--root", default=None, help=f"published weights folder (default {WEIGHTS_DIR}/{QUICK})")
     args = ap.parse_args(argv)
-    out = f"{pipeline.TEACHER_CKPT}/best.pt"
-    if os.path.exists(out):
-        print(f"error: {out} exists: nothing to restore (remove it first to rebuild it)", file=sys.stderr)
+    if os.path.exists(CKPT):
+        print(f"error: {CKPT} exists: nothing to restore (remove it first to rebuild it)", file=sys.stderr)
         return 2
     try:
-        r = restore(args.params, args.root, out=out)
+        r = restore(args.params, args.root)
     except (WeightsError, config.ConfigError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

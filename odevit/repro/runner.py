@@ -148,14 +148,23 @@ def equivalent_sources(source: str, path: str = EQUIVALENCE) -> set:
     return ok
 
 
+def lock_holds(stage: Optional[dict], path: str) -> bool:
+    """Whether a dvc.lock stage entry records its metrics.json with the bytes of `path` now (DVC's md5 of a file is
+    the md5 of its bytes)."""
+    outs = (stage or {}).get("outs", [])
+    md5 = next((o.get("md5") for o in outs if o.get("path", "").endswith("metrics.json")), None)
+    if md5 is None or not os.path.isfile(path):
+        return False
+    with open(path, "rb") as f:
+        return md5 == hashlib.md5(f.read()).hexdigest()
+
+
 def recorded_without_cache(lock: dict, stage: str, results: str, ckpt: str) -> bool:
-    """Whether dvc.lock already records `stage` with today's results (its metrics.json's md5) while its checkpoint
-    folder `ckpt` is absent here: a run committed on a machine whose DVC cache this one lacks (the repository has no
-    DVC remote). `dvc commit` cannot hash the missing folder; the run is recorded already, so it is left as it is."""
-    outs = (lock.get("stages", {}).get(stage) or {}).get("outs") or []
-    want = next((o.get("md5") for o in outs if o.get("path") == f"{results}/metrics.json"), None)
-    return (not os.path.exists(ckpt) and want is not None and os.path.isfile(f"{results}/metrics.json")
-            and want == hashlib.md5(open(f"{results}/metrics.json", "rb").read()).hexdigest())  # DVC's md5: the bytes
+    """Whether dvc.lock already records `stage` with today's results (`lock_holds` its metrics.json) while its
+    checkpoint folder `ckpt` is absent here: a run committed on a machine whose DVC cache this one lacks (the
+    repository has no DVC remote). `dvc commit` cannot hash the missing folder; the run is recorded already, so it is
+    left as it is."""
+    return not os.path.exists(ckpt) and lock_holds(lock.get("stages", {}).get(stage), f"{results}/metrics.json")
 
 
 def commit(plan: dict, studies: List[str], lock_file: str = "dvc.lock") -> List[str]:
