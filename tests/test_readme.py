@@ -104,6 +104,10 @@ def test_machine_shift_line_and_table_follow_the_csv(tmp_path):
     assert "| free | 1 | +0.30 pt | – (–) pt | 0.30 pt | 0 of 1 | 0.40 pt | – |" in table
     assert f"s, committed on {gpu}, source a → replicate on {cpu}, source b (`r`):" in table
     assert readme._short_machine("A / H100; B / H200 (torch 2.1)") == "H100; H200, torch 2.1"
+    two = pd.DataFrame([row, dict(row, replicate="r2", study="t")])
+    two.to_csv(path, index=False)
+    lines = readme.machine_shift_summary(str(tmp_path)).splitlines()  # a replicate a line: the first screen stays short
+    assert [ln[:7] for ln in lines[1:]] == ["- s on ", "- t on "] and len(lines) == 3
     twin = dict(row, machine_here="Xeon / NVIDIA H100 (torch 2.11)", machine_replicate="EPYC / NVIDIA H100 (torch 2.11)")
     pd.DataFrame([twin]).to_csv(path, index=False)
     assert "s on EPYC / NVIDIA H100 (torch 2.11) against Xeon / NVIDIA H100 (torch 2.11):" in \

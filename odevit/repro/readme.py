@@ -1044,7 +1044,8 @@ def machine_shift_summary(root: str = ".") -> str:
                      for r in g.itertuples()) + f" ({g.n.max()} seeds)")
         parts.append(f"{study} on {there} against {here}: {moved}")
     return ("Trained again on another machine type (the same cells and seeds, by code recorded as giving bit-identical "
-            "runs; \"Does the machine move the results?\" below): " + "; ".join(parts) + ".") if parts else ""
+            "runs; \"Does the machine move the results?\" below), one line each:\n"
+            + "\n".join(f"- {p}." for p in parts)) if parts else ""
 
 
 def machine_shift(root: str = ".") -> str:
