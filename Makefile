@@ -48,25 +48,31 @@ repro: $(STAMP) data  # the quick run; results/run.json: this machine and the wa
 	t0=$$(date +%s) && PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro 07_report publish && $(BIN)/python -m odevit.repro.readme --record-run $$t0
 	$(BIN)/python -m odevit.repro.readme  # the README's result sections, from the results files just written
 
-# the evidence: every study of plan.yaml (one cached, resumable stage per study, cell and seed) and the verdicts computed
-# from the plan (results/evidence/; docs/plan.md), and the plan's runs published as weights (weights/evidence). Hours on
-# a 2-core CPU; several runs at once: odevit.repro.runner
+# the evidence: every study of plan.yaml (one cached, resumable DVC stage per study, cell and seed) and the verdicts
+# computed from the plan (results/evidence/; docs/plan.md), and the plan's runs published as weights (weights/evidence).
+# The runs not finished yet are trained by their stages' own commands through the runner (odevit.repro.runner, which
+# lists and leaves out what this machine must not make: a study whose runs were made on another machine type, cells
+# of a study teacher that is not here), then recorded in dvc.lock (runner --commit, which refuses a run trained by
+# other code), then the evidence stages. Not a plain `dvc repro`: a fresh clone has no checkpoints (no DVC remote), so
+# DVC would train 02_teacher again and every study after it on that other teacher; the checked rebuild of its
+# checkpoint from the published weights (odevit.repro.restore) comes first instead. Hours of training on a 2-core CPU
+# where runs are pending (one at a time, all cores); a stopped command resumes each run from its last.pt.
+EVIDENCE_RUN ?= --jobs 1 --threads $$(nproc)
 evidence: $(STAMP) data
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro evidence publish_evidence
+	test -f checkpoints/02_teacher/best.pt || $(BIN)/python -m odevit.repro.restore
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m odevit.repro.runner all $(EVIDENCE_RUN)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m odevit.repro.runner all --commit
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro -s evidence publish_evidence
 
-# the same runs on one CUDA GPU, the fast way (README "Two commands"): every study's runs not finished yet, up to
-# TOGETHER seeds of a cell trained as one batched model per process (runner --together) and JOBS processes sharing the
-# GPU under MPS; then recorded in dvc.lock (runner --commit, which refuses a run trained by other code), the verdicts
-# computed and the weights published. A stopped command resumes each run from its last.pt; a failed run stops it
-# before the commit (runner exits 1; its log.txt says why).
+# the same on one CUDA GPU, the fast way (README "Two commands"): up to TOGETHER seeds of a cell trained as one batched
+# model per process (runner --together) and JOBS processes sharing the GPU under MPS. A failed run stops it before
+# the commit (runner exits 1; its log.txt says why).
 TOGETHER ?= 16
 JOBS ?= 4
 evidence-gpu: $(STAMP) data
 	@$(BIN)/python -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 'evidence-gpu: torch sees no CUDA GPU here (make evidence trains the same stages on any machine)')"
 	command -v nvidia-cuda-mps-control >/dev/null && nvidia-cuda-mps-control -d 2>/dev/null || true  # processes share the GPU (MPS daemon: stays up; echo quit | nvidia-cuda-mps-control stops it)
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m odevit.repro.runner all --together $(TOGETHER) --jobs $(JOBS) --threads 2
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m odevit.repro.runner all --commit
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro -s evidence publish_evidence
+	$(MAKE) evidence EVIDENCE_RUN="--together $(TOGETHER) --jobs $(JOBS) --threads 2"
 
 clean-venv:
 	rm -rf $(VENV)

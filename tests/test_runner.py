@@ -64,6 +64,7 @@ def test_exit_code_says_whether_a_run_failed(monkeypatch, capsys):
     or was stopped at the deadline (it resumes next time). No run is launched: run_all is replaced."""
     outcome = {}
     monkeypatch.setattr(runner, "finished", lambda s, c, seed: False)
+    monkeypatch.setattr(runner, "missing_teacher", lambda todo: None)  # (test_a_fresh_clone_without_...)
     monkeypatch.setattr(runner, "run_all", lambda todo, jobs, threads, deadline: [(*t, outcome[t[2]]) for t in todo])
     seeds = P.load("plan.yaml")["studies"]["confirm_3k"]["seeds"]
     outcome.update({(s,): 0 for s in seeds})
@@ -92,3 +93,66 @@ def test_a_run_recorded_already_without_its_checkpoints_here_is_left_as_recorded
     ckpt.rmdir()
     (res / "metrics.json").write_text('{"acc1": 0.9}')
     assert not runner.recorded_without_cache(lock, "st@ref-1", str(res), str(ckpt))  # results changed since
+
+
+def test_runs_this_machine_must_not_make_are_left_out_before_anything_starts(monkeypatch):
+    """On the committed results: confirm_55k_40ep's finished runs were made on an NVIDIA H200 and teacher_strength_3k's
+    on a CPU (AMD EPYC), whose own teacher's checkpoint is not here. An H200 may run confirm_55k_40ep's remaining runs,
+    an H100 none of them (plan.yaml rules.machine), unless --other-machine (a replicate); on the H200 every
+    teacher_strength_3k run is another machine's, on its CPU only the cells of its lost teacher are left out."""
+    from odevit.repro import study_teacher
+
+    plan = P.load("plan.yaml")
+    real_dirs = study_teacher.dirs
+    monkeypatch.setattr(study_teacher, "dirs", lambda s: ("/nonexistent/teacher", real_dirs(s)[1]))
+    todo = [("confirm_55k_40ep", "ce", seed) for seed in (200, 201)] + [
+        ("teacher_strength_3k", c, 712) for c in ("ref", "ref_strong", "ce", "ce_strong")]
+    asked = []
+
+    def on(device):
+        return lambda: asked.append(device) or device
+
+    why = runner.refusals(plan, todo, device=on("NVIDIA H200"))
+    assert set(why) == set(todo[2:]) and asked == ["NVIDIA H200"]  # asked once
+    assert "made on AMD EPYC, this machine is NVIDIA H200" in why[todo[2]]
+    why = runner.refusals(plan, todo, device=on("NVIDIA H100 80GB HBM3"))
+    assert set(why) == set(todo) and "made on NVIDIA H200" in why[todo[0]]
+    why = runner.refusals(plan, todo, device=on("AMD EPYC"))
+    assert set(why) == {("teacher_strength_3k", "ref_strong", 712), ("teacher_strength_3k", "ce_strong", 712),
+                        *todo[:2]}
+    assert "/nonexistent/teacher/best.pt, is recorded (results) but not on this machine" in why[todo[3]]
+    why = runner.refusals(plan, todo, other_machine=True, device=on("NVIDIA H100 80GB HBM3"))
+    assert set(why) == {todo[3], todo[5]}  # a replicate: only the lost teacher's cells
+    monkeypatch.setattr(study_teacher, "dirs", lambda s: (real_dirs(s)[1], real_dirs(s)[1]))  # a best.pt-less folder
+    assert runner.refusals(plan, todo[3:4], device=on("AMD EPYC"))  # still refused: no best.pt there either
+
+
+def test_a_fresh_clone_without_the_default_teacher_stops_with_the_command_that_rebuilds_it(tmp_path, monkeypatch,
+                                                                                            capsys):
+    """Every study cell loads 02_teacher's best.pt, which a fresh clone lacks (no DVC remote): the runner stops
+    before starting anything and names `python -m odevit.repro.restore`; with the file there, or nothing to run, it
+    does not."""
+    from odevit.repro import pipeline
+
+    monkeypatch.setattr(pipeline, "TEACHER_CKPT", str(tmp_path / "02_teacher"))
+    assert "odevit.repro.restore" in runner.missing_teacher([("confirm_3k", "free", 100)])
+    assert runner.missing_teacher([]) is None
+    monkeypatch.setattr(runner, "finished", lambda s, c, seed: False)
+    monkeypatch.setattr(runner, "run_all", lambda *a: pytest.fail("nothing may start"))
+    assert runner.main(["confirm_3k", "--cells", "free"]) == 2
+    assert "02_teacher/best.pt is not on this machine" in capsys.readouterr().err
+    (tmp_path / "02_teacher").mkdir()
+    (tmp_path / "02_teacher" / "best.pt").write_bytes(b"")
+    assert runner.missing_teacher([("confirm_3k", "free", 100)]) is None
+
+
+def test_left_out_runs_are_listed_and_the_others_go_on(monkeypatch, capsys):
+    seeds = P.load("plan.yaml")["studies"]["confirm_3k"]["seeds"]
+    monkeypatch.setattr(runner, "finished", lambda s, c, seed: False)
+    monkeypatch.setattr(runner, "missing_teacher", lambda todo: None)
+    monkeypatch.setattr(runner, "refusals", lambda plan, todo, other: {("confirm_3k", "free", seeds[0]): "why"})
+    started = []
+    monkeypatch.setattr(runner, "run_all", lambda todo, *a: started.extend(todo) or [(*t, 0) for t in todo])
+    assert runner.main(["confirm_3k", "--cells", "free"]) == 0  # left out is not failed
+    assert [t[2] for t in started] == [(s,) for s in seeds[1:]]
+    assert f"not run here (1): confirm_3k@free-{seeds[0]}: why" in capsys.readouterr().err

@@ -287,3 +287,39 @@ def test_teacher_points_take_every_measured_confirmatory_teacher_row():
     fig = V.teacher_figure(p)
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert sorted(texts) == ["20 ep.", "40 ep."]  # only where two schedules share the images
+
+
+def _edit(root, study, cell, seed, **keys):
+    path = root / "studies" / study / cell / f"s{seed}" / "metrics.json"
+    m = json.loads(path.read_text())
+    path.write_text(json.dumps({**m, **keys}))
+
+
+def test_a_row_of_runs_on_two_devices_or_two_teachers_gets_no_verdict(tmp_path):
+    """plan.yaml rules.machine: a study's confirmatory runs on one machine type. A row whose runs did their arithmetic
+    on two devices (the GPU; the CPU model without one) says *mixed machines*, and one whose cell distilled from two
+    trainings of its teacher *mixed teachers*, instead of a verdict; one device (whatever the host CPU) and one
+    teacher give the verdict back."""
+    assert V.devices("Intel Xeon / NVIDIA H200; AMD EPYC / NVIDIA H200") == ["NVIDIA H200"]  # the GPU, not its host
+    assert V.devices("AMD EPYC / no GPU; Intel Xeon / NVIDIA H200") == ["AMD EPYC", "NVIDIA H200"]
+    assert V.devices("") == []
+    plan = _plan()
+    h = P.study_hash(plan, "confirm_3k")
+    _tree(tmp_path, "confirm_3k", [h] * 3, acc=0.83)
+    gpu = {"machines": ["Intel Xeon / NVIDIA H200"]}
+    for cell in ("ref", "free"):
+        for seed in (100, 101, 102):
+            _edit(tmp_path, "confirm_3k", cell, seed, provenance=gpu)
+    _edit(tmp_path, "confirm_3k", "free", 101, provenance={"machines": ["AMD EPYC / NVIDIA H200"]})  # same device
+    assert V.judge(plan, "confirm_3k", str(tmp_path)).iloc[0].verdict == V.SUPPORTS
+    _edit(tmp_path, "confirm_3k", "free", 102, provenance={"machines": ["AMD EPYC / no GPU"]})
+    row = V.judge(plan, "confirm_3k", str(tmp_path)).iloc[0]
+    assert row.verdict == f"{V.MIXED_MACHINES} (2 devices: AMD EPYC, NVIDIA H200)" and row["mean"] == pytest.approx(3.0)
+    _edit(tmp_path, "confirm_3k", "free", 102, provenance=gpu)
+    for seed in (100, 101, 102):
+        _edit(tmp_path, "confirm_3k", "ref", seed, teacher_sha256="85a8e43b24a44dcb")
+    assert V.judge(plan, "confirm_3k", str(tmp_path)).iloc[0].verdict == V.SUPPORTS  # one teacher per cell
+    _edit(tmp_path, "confirm_3k", "ref", 102, teacher_sha256="37a0b25b00000000")
+    assert V.judge(plan, "confirm_3k", str(tmp_path)).iloc[0].verdict == f"{V.MIXED_TEACHERS} (cell ref: 2 teachers)"
+    # mixed_runs reads a study's runs as collect gives them (runs.csv): here the two teachers of cell ref
+    assert V.mixed_runs(V.collect(str(tmp_path), "confirm_3k", plan["rules"]["convergence"])) is not None

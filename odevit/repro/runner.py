@@ -18,6 +18,13 @@ was stopped at the deadline), else 0. `--commit` records each finished run in dv
 hash now) under this plan: a run made by other code is refused, never adopted; a run recorded already whose
 checkpoints this machine's DVC cache lacks (no DVC remote) is left as recorded. A study that trains its own teacher
 (plan.yaml: studies.STUDY.teacher) has it trained first (`study_teacher`, stage STUDY_teacher) and committed with it.
+
+Before anything starts, runs this machine must not make are listed and left out (`refusals`; the others go on, and
+the exit code does not count them): a study's runs where its finished runs did their arithmetic on another device
+(plan.yaml rules.machine: one machine type per study; `--other-machine` for a replicate, plan.yaml `replicates`), and
+cells of a study's own teacher whose training is recorded but whose checkpoint is not here (training it again gives
+another teacher: docs/evidence/teacher_retrain_xeon). Where 02_teacher's checkpoint, which every cell loads, is
+missing (a fresh clone: no DVC remote), it stops with the command that rebuilds it (`python -m odevit.repro.restore`).
 """
 from __future__ import annotations
 
@@ -29,7 +36,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from tqdm import tqdm
 
@@ -37,7 +44,9 @@ from . import config, pipeline
 from . import plan as plan_mod
 from . import study_teacher, train
 from .config import ConfigError
+from .machine import cpu_model
 from .study import cell_dir, cell_refusal
+from .verdicts import devices
 
 
 def runs(plan: dict, studies: List[str], cells: Optional[List[str]] = None) -> List[Tuple[str, str, int]]:
@@ -89,6 +98,62 @@ def teachers(plan: dict, studies: List[str]) -> List[Tuple[str, str, Tuple[int, 
     """The teacher runs to do of the studies that train their own (`study_teacher`; not finished under the plan's
     teacher block as it is now): (study, 'teacher', ())."""
     return [(s, "teacher", ()) for s in studies if plan["studies"][s].get("teacher") and not study_teacher.finished(s)]
+
+
+def this_device() -> str:
+    """The device the runs launched from here do their arithmetic on, named as a run's provenance names it
+    (`verdicts.devices`): the CUDA device torch sees, else the CPU model. Asked of a child process (as the runs
+    are launched), so that the runner holds no CUDA context."""
+    code = "import torch; print(torch.cuda.get_device_name() if torch.cuda.is_available() else '')"
+    gpu = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    return gpu or cpu_model()
+
+
+def study_devices(plan: dict, study: str) -> Set[str]:
+    """The devices the study's finished runs did their arithmetic on (their metrics.json provenance)."""
+    out: Set[str] = set()
+    for s, c, seed in runs(plan, [study]):
+        if finished(s, c, seed):
+            prov = pipeline.read_json(f"{cell_dir('results', c, seed, s)}/metrics.json").get("provenance") or {}
+            out.update(devices("; ".join(prov.get("machines") or [])))
+    return out
+
+
+def refusals(plan: dict, todo: List[Tuple[str, str, int]], other_machine: bool = False,
+             device: Callable[[], str] = this_device) -> Dict[Tuple[str, str, int], str]:
+    """The runs of `todo` this machine must not make, with why: every run of a study whose finished runs did their
+    arithmetic on another device than this one (`device()`, asked only where a study has finished runs; plan.yaml
+    rules.machine: one machine type per study; `other_machine`: a replicate, whose results go to its own folder), and
+    the runs of cells distilled from their study's own teacher whose training is recorded (its metrics.json, under
+    the plan's teacher block now) while its best.pt is not on this machine: a new training would be another teacher,
+    whose students would not pair with the recorded ones (verdicts: *mixed teachers*)."""
+    out: Dict[Tuple[str, str, int], str] = {}
+    here: Optional[str] = None
+    for s in dict.fromkeys(s for s, _, _ in todo):
+        devs = set() if other_machine else study_devices(plan, s)
+        if devs:
+            here = here or device()
+        lost = (plan["studies"][s].get("teacher") and study_teacher.finished(s)
+                and not os.path.isfile(f"{study_teacher.dirs(s)[0]}/best.pt"))
+        for r in (r for r in todo if r[0] == s):
+            if devs and here not in devs:
+                out[r] = (f"its study's finished runs were made on {', '.join(sorted(devs))}, this machine is {here} "
+                          "(plan.yaml rules.machine: one machine type per study; --other-machine: a replicate)")
+            elif lost and config.uses_study_teacher(plan["studies"][s]["cells"][r[1]]):
+                out[r] = (f"its teacher, {study_teacher.dirs(s)[0]}/best.pt, is recorded (results) but not on this "
+                          "machine; training it again gives another teacher, whose students would not pair with the "
+                          "recorded ones")
+    return out
+
+
+def missing_teacher(todo: List[Tuple[str, str, int]]) -> Optional[str]:
+    """Why the runs of `todo` cannot start here, or None: 02_teacher's best.pt, which every study cell loads, is not
+    on this machine (a fresh clone: checkpoints are in the DVC cache, which has no remote)."""
+    path = f"{pipeline.TEACHER_CKPT}/best.pt"
+    if not todo or os.path.isfile(path):
+        return None
+    return (f"{path} is not on this machine (every study cell loads it; the DVC cache holds checkpoints, and a fresh "
+            "clone has none): `python -m odevit.repro.restore` rebuilds it from the published weights, checked")
 
 
 def launch(study: str, cell: str, seeds: Tuple[int, ...], threads: int) -> subprocess.Popen:
@@ -212,6 +277,9 @@ def main(argv: List[str] | None = None) -> int:
                     help="seeds of one cell trained together in one process (study.run_many; a GPU's fast path)")
     ap.add_argument("--commit", action="store_true", help="dvc commit the finished runs (checked) instead of running")
     ap.add_argument("--cells", default="", help="comma-separated: only these cells' runs (e.g. half a study per session)")
+    ap.add_argument("--other-machine", action="store_true",
+                    help="run a study whose finished runs were made on another device (a replicate: plan.yaml "
+                         "replicates); without it such runs are left out")
     args = ap.parse_args(argv)
     try:
         plan = plan_mod.load()
@@ -222,12 +290,20 @@ def main(argv: List[str] | None = None) -> int:
             return 0
         cells = [c for c in args.cells.split(",") if c]
         todo = [r for r in runs(plan, args.studies, cells) if not finished(*r)]  # checks the study names first
+        refused = refusals(plan, todo, args.other_machine)
+        todo = [r for r in todo if r not in refused]
+        missing = missing_teacher(todo)
+        if missing:
+            raise ConfigError(missing)
         taught = {(s, c) for s, c, _ in todo if config.uses_study_teacher(plan["studies"][s]["cells"][c])}
         first = [t for t in teachers(plan, args.studies) if any(s == t[0] for s, _ in taught)]
         procs = groups(todo, max(1, args.together), lambda s, c: cell_refusal(c, s))
     except (plan_mod.PlanError, ConfigError, train.CheckpointError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    for why in dict.fromkeys(refused.values()):  # before anything starts; the others go on
+        left_out = [f"{s}@{c}-{seed}" for (s, c, seed), w in refused.items() if w == why]
+        print(f"not run here ({len(left_out)}): {', '.join(left_out)}: {why}", file=sys.stderr, flush=True)
     t0, failed = time.time(), []
     if first:  # the studies' own teachers, before any cell (some cells distil from them)
         print(f"{len(first)} study teacher(s) to train first: {', '.join(s for s, _, _ in first)}", flush=True)

@@ -10,6 +10,9 @@ its mean, SD and interval at the question's level (alpha / the family's fixed si
   *not converged*  a run failed the plan's rule (the best validation Acc@1 of the last `window_frac` of epochs beat
                    the best before by >= `se_multiple` standard errors of the validation set); in a study with
                    `convergence: cell_mean`, a cell's runs failed it on average (`row_converged`);
+  *mixed machines* a confirmatory row's runs did their arithmetic on more than one device (a GPU model, or the CPU
+                   model without one): plan.yaml `rules.machine` makes a study's runs on one machine type;
+  *mixed teachers* a cell's runs distilled from different trainings of their teacher (metrics.json `teacher_sha256`);
   and *post hoc* beside its verdict when a run was trained under another version of its study's plan (its recorded
   plan hash differs from the plan's now).
 A question with `exploratory: DIR` also gets a row computed by the same code from the committed exploratory runs of
@@ -34,12 +37,24 @@ from . import plan as plan_mod
 
 SUPPORTS, CONTRADICTS, INCONCLUSIVE = "supports", "contradicts", "inconclusive"
 NOT_MEASURED, INCOMPLETE, NOT_CONVERGED = "not measured", "incomplete", "not converged"
+MIXED_MACHINES, MIXED_TEACHERS = "mixed machines", "mixed teachers"
 COLORS = {**VERDICT_COLORS, INCOMPLETE: "#bdbdbd"}  # every figure's verdict colours (report.VERDICT_COLORS)
 
 
 def color(verdict: str) -> str:
     """A plan verdict's colour, as every other figure colours it ('inconclusive' as 'inconclusive at this budget')."""
     return COLORS.get(str(verdict)) or verdict_color(str(verdict))
+
+
+def devices(machine: str) -> List[str]:
+    """The devices a run's arithmetic ran on, from runs.csv's `machine` (its provenance machines 'CPU model / GPU
+    name' joined by '; ', one per machine the run was resumed on): the GPU, or the CPU model where it had none."""
+    out = []
+    for m in (machine or "").split("; "):
+        cpu, _, gpu = m.partition(" / ")
+        if m:
+            out.append(cpu if gpu in ("", "no GPU") else gpu)
+    return sorted(set(out))
 
 
 def val_se_pts(acc: float, n: int) -> float:
@@ -80,7 +95,7 @@ def collect(results: str, study: Optional[str], rule: Dict[str, Any]) -> pd.Data
                          acc1_double_n=100 * m["acc1_double_n"], epochs_run=m.get("epochs_run"),
                          best_epoch=m.get("best_epoch"), stopped_early=m.get("stopped_early"),
                          converged=conv, gain_last_pts=gain, threshold_pts=thr, plan_hash=m.get("plan_hash"),
-                         machine="; ".join(prov.get("machines") or []),
+                         machine="; ".join(prov.get("machines") or []), teacher_sha256=m.get("teacher_sha256"),
                          torch=", ".join(sorted({p["torch"] for p in procs if p.get("torch")})) or "unknown",
                          source_hash=m.get("source") or "unknown",
                          wall_s=prov.get("wall_s"),
@@ -93,7 +108,7 @@ def collect(results: str, study: Optional[str], rule: Dict[str, Any]) -> pd.Data
 
 RUN_COLUMNS = ["cell", "seed", "acc1", "acc1_half_n", "acc1_sub_n", "acc1_double_n", "epochs_run", "best_epoch",
                "stopped_early", "converged", "gain_last_pts", "threshold_pts", "plan_hash", "machine", "torch",
-               "source_hash", "wall_s", "cpu_s", "resumes", "load_per_core", "source"]
+               "teacher_sha256", "source_hash", "wall_s", "cpu_s", "resumes", "load_per_core", "source"]
 
 
 def values(q: Dict[str, Any], runs: pd.DataFrame, seeds: List[int], teacher_acc1: float) -> pd.Series:
@@ -180,6 +195,20 @@ def row_converged(used: pd.DataFrame, level: str = "run") -> bool:
                and g.gain_last_pts.clip(lower=0).mean() < g.threshold_pts.mean() for _, g in used.groupby("cell"))
 
 
+def mixed_runs(used: pd.DataFrame) -> Optional[str]:
+    """Why a confirmatory row's runs cannot be compared as the plan's (a label, no verdict), or None: they did their
+    arithmetic on more than one device (`devices`; plan.yaml rules.machine: one machine type per study; another
+    machine type is a replicate, `machine_shift`), or a cell's runs distilled from different trainings of their
+    teacher (`teacher_sha256`; none recorded, the default teacher, counts as one)."""
+    devs = sorted({d for m in used.machine for d in devices(m)})
+    if len(devs) > 1:
+        return f"{MIXED_MACHINES} ({len(devs)} devices: {', '.join(devs)})"
+    for cell, g in used.groupby("cell"):
+        if g.teacher_sha256.nunique(dropna=False) > 1:
+            return f"{MIXED_TEACHERS} (cell {cell}: {g.teacher_sha256.nunique(dropna=False)} teachers)"
+    return None
+
+
 def _teacher_acc1(results: str) -> float:
     path = os.path.join(results, "02_teacher/metrics.json")
     return 100 * pipeline.read_json(path)["acc1"] if os.path.isfile(path) else math.nan
@@ -197,6 +226,8 @@ def _row(plan: Dict[str, Any], name: str, q: Dict[str, Any], runs: pd.DataFrame,
         verdict = NOT_MEASURED
     elif e["n"] < planned:
         verdict = f"{INCOMPLETE} ({e['n']} of {planned} seeds)"
+    elif status != "exploratory" and (mixed := mixed_runs(used)):
+        verdict = mixed
     elif not row_converged(used, s.get("convergence", "run") if status != "exploratory" else "run"):
         verdict = NOT_CONVERGED
     else:

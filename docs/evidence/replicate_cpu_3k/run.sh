@@ -21,7 +21,9 @@ mkdir -p "$CLONE/checkpoints" && cp -r "$REPO/checkpoints/02_teacher" "$CLONE/ch
 cd "$CLONE"
 export PYTHONPATH="$PWD"   # the clone's code, not an editable install's
 for c in ref free; do for s in 100 101 102; do rm -rf results/studies/confirm_3k/$c/s$s checkpoints/studies/confirm_3k/$c/s$s; done; done
-"$PY" -m odevit.repro.runner confirm_3k --cells ref,free --jobs 1 --threads 2   # skips the seeds still present (103, 104)
+"$PY" -m odevit.repro.runner confirm_3k --cells ref,free --jobs 1 --threads 2 --other-machine   # skips the seeds still present (103, 104)
+# (--other-machine added 2026-11-26, after its runs: the runner now leaves out a study's runs on another device than
+# its finished ones, here the H100's ce and seeds 103-104, unless told the runs are a replicate)
 for c in ref free; do for s in 100 101 102; do
   mkdir -p "$REPO/docs/evidence/replicate_cpu_3k/studies/confirm_3k/$c"
   cp -r results/studies/confirm_3k/$c/s$s "$REPO/docs/evidence/replicate_cpu_3k/studies/confirm_3k/$c/"
