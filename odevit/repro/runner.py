@@ -286,7 +286,8 @@ def main(argv: List[str] | None = None) -> int:
         if args.studies == ["all"]:
             args.studies = list(plan["studies"])
         if args.commit:
-            print("\n".join(commit(plan, args.studies)) or "no finished run")
+            print("\n".join(commit(plan, args.studies))
+                  or "nothing to commit (no finished run that dvc.lock does not record)")
             return 0
         cells = [c for c in args.cells.split(",") if c]
         todo = [r for r in runs(plan, args.studies, cells) if not finished(*r)]  # checks the study names first
