@@ -156,3 +156,39 @@ def test_left_out_runs_are_listed_and_the_others_go_on(monkeypatch, capsys):
     assert runner.main(["confirm_3k", "--cells", "free"]) == 0  # left out is not failed
     assert [t[2] for t in started] == [(s,) for s in seeds[1:]]
     assert f"not run here (1): confirm_3k@free-{seeds[0]}: why" in capsys.readouterr().err
+
+
+def test_a_study_teacher_is_kept_in_git_and_brought_back_only_to_the_students_it_taught(tmp_path, monkeypatch):
+    """A study teacher exists once (a new training is another teacher): the runner keeps its best.pt byte for byte in
+    weights/study_teachers/STUDY (git), and on a machine without it copies it back, only where its training is
+    recorded and only if it is the teacher the study's finished students recorded (teacher_sha256)."""
+    import hashlib
+    import os
+
+    from odevit.repro import study_teacher
+    from odevit.repro.config import ConfigError
+
+    monkeypatch.chdir(tmp_path)
+    recorded = {"yes": True}
+    monkeypatch.setattr(study_teacher, "finished", lambda s: recorded["yes"])
+    ckpt = tmp_path / "checkpoints/studies/S/teacher/best.pt"
+    assert runner.keep_teacher("S") is None  # nothing trained yet
+    ckpt.parent.mkdir(parents=True)
+    ckpt.write_bytes(b"teacher weights")
+    assert runner.keep_teacher("S") == "weights/study_teachers/S/best.pt"
+    assert (tmp_path / runner.kept_path("S")).read_bytes() == b"teacher weights"
+    assert runner.keep_teacher("S") is None  # kept already
+    assert runner.bring_back_teacher("S") is None  # here already
+    ckpt.unlink()
+    recorded["yes"] = False
+    assert runner.bring_back_teacher("S") is None and not ckpt.exists()  # its training is not recorded
+    recorded["yes"] = True
+    student = tmp_path / "results/studies/S/ref_strong/s1/metrics.json"
+    student.parent.mkdir(parents=True)
+    student.write_text(json.dumps({"teacher_sha256": "0123456789abcdef"}))
+    with pytest.raises(ConfigError, match="not their teacher"):
+        runner.bring_back_teacher("S")
+    assert not ckpt.exists() and not any(p.name.startswith("best.pt.tmp") for p in ckpt.parent.iterdir())
+    student.write_text(json.dumps({"teacher_sha256": hashlib.sha256(b"teacher weights").hexdigest()[:16]}))
+    assert runner.bring_back_teacher("S") == "checkpoints/studies/S/teacher/best.pt"
+    assert ckpt.read_bytes() == b"teacher weights" and os.listdir(ckpt.parent) == ["best.pt"]

@@ -23,15 +23,20 @@ Before anything starts, runs this machine must not make are listed and left out 
 the exit code does not count them): a study's runs where its finished runs did their arithmetic on another device
 (plan.yaml rules.machine: one machine type per study; `--other-machine` for a replicate, plan.yaml `replicates`), and
 cells of a study's own teacher whose training is recorded but whose checkpoint is not here (training it again gives
-another teacher: docs/evidence/teacher_retrain_xeon). Where 02_teacher's checkpoint, which every cell loads, is
-missing (a fresh clone: no DVC remote), it stops with the command that rebuilds it (`python -m odevit.repro.restore`).
+another teacher: docs/evidence/teacher_retrain_xeon). A study teacher trained here is therefore kept in git, its
+best.pt byte for byte (weights/study_teachers/STUDY/best.pt, `keep_teacher`), and copied back where a machine lacks
+it (`bring_back_teacher`, checked against the `teacher_sha256` its students recorded). Where 02_teacher's checkpoint,
+which every cell loads, is missing (a fresh clone: no DVC remote), it stops with the command that rebuilds it
+(`python -m odevit.repro.restore`).
 """
 from __future__ import annotations
 
 import argparse
+import glob
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -146,6 +151,57 @@ def refusals(plan: dict, todo: List[Tuple[str, str, int]], other_machine: bool =
     return out
 
 
+KEPT = "weights/study_teachers"  # git-tracked: a study teacher's best.pt, kept when trained (no DVC remote)
+
+
+def kept_path(study: str) -> str:
+    """Where a study's trained teacher is kept in git (its best.pt's bytes)."""
+    return f"{KEPT}/{study}/best.pt"
+
+
+def keep_teacher(study: str) -> Optional[str]:
+    """Copy the study teacher's best.pt, its exact bytes (its students' `teacher_sha256` is the file's), to
+    `kept_path(study)` for git, so that a fresh clone or another machine continues its cells with this teacher, not a
+    new training of it; returns the path, or None where there is no best.pt or the kept copy is it already."""
+    src, dst = f"{study_teacher.dirs(study)[0]}/best.pt", kept_path(study)
+    if not os.path.isfile(src) or (os.path.isfile(dst) and _sha(dst) == _sha(src)):
+        return None
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    tmp = f"{dst}.tmp{os.getpid()}"
+    shutil.copyfile(src, tmp)
+    os.replace(tmp, dst)  # atomic: a reader sees the old file or the new one
+    return dst
+
+
+def recorded_teachers(study: str) -> Set[str]:
+    """The teacher identities (`teacher_sha256`) the study's finished students recorded."""
+    paths = glob.glob(f"results/studies/{study}/*/s*/metrics.json")
+    found = (pipeline.read_json(p).get("teacher_sha256") for p in paths)
+    return {t for t in found if t}
+
+
+def bring_back_teacher(study: str) -> Optional[str]:
+    """Copy the kept teacher (`kept_path`) back to the study teacher's checkpoint folder where its best.pt is missing
+    here and its training is recorded (`study_teacher.finished`); returns the path, or None where nothing was needed or
+    kept. ConfigError where the kept file is not the teacher the study's finished students recorded."""
+    dst = f"{study_teacher.dirs(study)[0]}/best.pt"
+    if os.path.isfile(dst) or not os.path.isfile(kept_path(study)) or not study_teacher.finished(study):
+        return None
+    want, got = recorded_teachers(study), _sha(kept_path(study))[:16]
+    if want and want != {got}:
+        raise ConfigError(f"{kept_path(study)}: sha256 {got}, but study {study}'s students recorded teacher "
+                          f"{', '.join(sorted(want))}: not their teacher")
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    shutil.copyfile(kept_path(study), f"{dst}.tmp{os.getpid()}")
+    os.replace(f"{dst}.tmp{os.getpid()}", dst)
+    return dst
+
+
+def _sha(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
 def missing_teacher(todo: List[Tuple[str, str, int]]) -> Optional[str]:
     """Why the runs of `todo` cannot start here, or None: 02_teacher's best.pt, which every study cell loads, is not
     on this machine (a fresh clone: checkpoints are in the DVC cache, which has no remote)."""
@@ -247,6 +303,8 @@ def commit(plan: dict, studies: List[str], lock_file: str = "dvc.lock") -> List[
                 raise SystemExit(f"{study_teacher.stage(s)}: trained by other code (source {m.get('source')}, "
                                  f"today's {source}): rerun it, never adopt it")
             ckpt, res = study_teacher.dirs(s)
+            if keep_teacher(s):
+                print(f"{kept_path(s)}: kept (git add it with dvc.lock)", file=sys.stderr)
             (kept if recorded_without_cache(lock, study_teacher.stage(s), res, ckpt) else stages).append(
                 study_teacher.stage(s))
     for s, c, seed in runs(plan, studies):
@@ -291,6 +349,10 @@ def main(argv: List[str] | None = None) -> int:
             return 0
         cells = [c for c in args.cells.split(",") if c]
         todo = [r for r in runs(plan, args.studies, cells) if not finished(*r)]  # checks the study names first
+        for s in dict.fromkeys(s for s, _, _ in todo if plan["studies"][s].get("teacher")):
+            back = bring_back_teacher(s)
+            if back:
+                print(f"{back}: study {s}'s teacher, copied back from {kept_path(s)}", flush=True)
         refused = refusals(plan, todo, args.other_machine)
         todo = [r for r in todo if r not in refused]
         missing = missing_teacher(todo)
@@ -310,6 +372,8 @@ def main(argv: List[str] | None = None) -> int:
         print(f"{len(first)} study teacher(s) to train first: {', '.join(s for s, _, _ in first)}", flush=True)
         for s, _, _, rc in run_all(first, args.jobs, args.threads, args.deadline):
             print(f"{study_teacher.stage(s)}: {'done' if rc == 0 else rc}", flush=True)
+            if rc == 0 and keep_teacher(s):
+                print(f"{kept_path(s)}: kept (git add it: no other machine has this teacher)", flush=True)
             if isinstance(rc, int) and rc != 0:
                 failed.append(study_teacher.stage(s))
             if rc != 0:  # stopped at the deadline (resumes next time) or failed (its log says why): its cells wait
