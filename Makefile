@@ -63,6 +63,7 @@ evidence: $(STAMP) data
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m odevit.repro.runner all $(EVIDENCE_RUN)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m odevit.repro.runner all --commit
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro -s evidence publish_evidence
+	$(BIN)/python -m odevit.repro.readme  # the README's result sections, from the evidence just computed
 
 # the same on one CUDA GPU, the fast way (README "Two commands"): up to TOGETHER seeds of a cell trained as one batched
 # model per process (runner --together) and JOBS processes sharing the GPU under MPS. A failed run stops it before

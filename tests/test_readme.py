@@ -145,3 +145,26 @@ def test_plan_time_extrapolates_each_machines_pooled_rate(tmp_path, monkeypatch)
     line = readme._plan_time(str(tmp_path), t)
     assert line.startswith("The whole plan is 7 runs and 3.01 M training images (its teachers aside), 1.50 M of them")
     assert "G ≈ 10 min; C ≈ 5 h; U ≥ 30 min" in line
+
+
+def test_runs_not_made_yet_name_their_device_and_a_teacher_not_kept(tmp_path):
+    """The first screen's 'Runs not made yet' line, by hand: per study the missing cells and count, the one device its
+    finished runs used, and the cells of a study teacher that is not kept in git; gone when every run is in."""
+    import pandas as pd
+
+    plan = {"studies": {
+        "a": {"cells": {"ref": {}, "ce": {}}, "seeds": [1, 2]},
+        "b": {"cells": {"ref": {}, "ref_strong": {"teacher": "study"}}, "seeds": [7]}}}
+    runs = pd.DataFrame([dict(study="a", cell="ref", seed=s, machine="Xeon / NVIDIA H200") for s in (1, 2)]
+                        + [dict(study="b", cell="ref", seed=7, machine="AMD EPYC / no GPU")])
+    line = readme.missing_runs(plan, runs, str(tmp_path))
+    assert line.startswith("Runs not made yet (3 of 6;")
+    assert "a, cell ce: 2 runs, only on NVIDIA H200, the device of its other runs" in line
+    assert "b, cell ref_strong: 1 run, only on AMD EPYC" in line and "ref_strong also need the study's own" in line
+    kept = tmp_path / "weights/study_teachers/b/best.pt"
+    kept.parent.mkdir(parents=True)
+    kept.write_bytes(b"t")
+    assert "also need" not in readme.missing_runs(plan, runs, str(tmp_path))  # kept in git: any clone has it
+    full = pd.concat([runs, pd.DataFrame([dict(study="a", cell="ce", seed=s, machine="x / NVIDIA H200") for s in (1, 2)]
+                                         + [dict(study="b", cell="ref_strong", seed=7, machine="AMD EPYC / no GPU")])])
+    assert readme.missing_runs(plan, full, str(tmp_path)) == ""

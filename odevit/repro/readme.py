@@ -797,6 +797,7 @@ def plan_verdicts(root: str = ".") -> str:
     test_images = _json(os.path.join(root, "results/01_data/metrics.json"))["test_size"]
     prm = _yaml(os.path.join(root, "params.yaml"))
     post = int(c.post_hoc.sum())
+    mixed = int(c.verdict.astype(str).str.startswith(("mixed machines", "mixed teachers")).sum())
     setting = (f"Setting: Fashion-MNIST ({t['train_images']:,} training images, {t['val_images']:,} for validation, "
                f"{test_images:,} test images scored once; the step-count rows on the first {prm['study']['robustness_test_limit']:,})."
                f"\nThe teacher is a {t['depth']}-layer ViT trained from scratch "
@@ -809,7 +810,11 @@ def plan_verdicts(root: str = ".") -> str:
                "study (\"α each\").\n*Not converged*: a run it rests on still gained one validation standard error "
                f"({runs.threshold_pts.min():.2f}–{runs.threshold_pts.max():.2f} pt by run) or more in the last quarter of its schedule "
                "(in a study with `convergence: cell_mean`: a cell's runs did on average); the row shows numbers, "
-               "no verdict.\n*Post hoc* marks a row whose plan changed after its runs "
+               "no verdict.\n*Incomplete (k of n seeds)*: fewer of the plan's seeds have every run the row needs; "
+               "numbers, no verdict. *Mixed machines* / *mixed teachers*: the row's runs did their arithmetic on two "
+               "devices (plan.yaml `rules.machine`: one machine type per study), or a cell's runs distilled from two "
+               f"trainings of their teacher; no verdict ({mixed} {'does' if mixed == 1 else 'do'})."
+               "\n*Post hoc* marks a row whose plan changed after its runs "
                f"({post} {'does' if post == 1 else 'do'}); a study added after another's results is not post hoc "
                "but a new family on fresh seeds, planned before its own runs, and its description says why it was "
                "added.")
@@ -870,6 +875,39 @@ def _schedules_differ(plan: Dict[str, Any], studies: Iterable[str]) -> bool:
     return len(budgets) != len({n for n, _ in budgets})
 
 
+def missing_runs(plan: Dict[str, Any], runs: pd.DataFrame, root: str = ".") -> str:
+    """The plan's runs not made yet, per study: their cells and number, the one device they may be made on (that of
+    the study's finished runs: plan.yaml rules.machine; `runner` leaves them out elsewhere), and the cells that also
+    need the study's own teacher where it is not kept in git (`runner.kept_path`: then only the machine whose DVC
+    cache holds it can make them). '' when every run is in."""
+    from .runner import kept_path
+    from .verdicts import devices
+
+    parts, total = [], 0
+    for name, st in plan["studies"].items():
+        done = runs[runs.study == name]
+        have = set(zip(done.cell, done.seed.astype(int)))
+        todo = [(c, s) for c in st["cells"] for s in st["seeds"] if (c, s) not in have]
+        if not todo:
+            continue
+        total += len(todo)
+        cells = list(dict.fromkeys(c for c, _ in todo))
+        devs = sorted({d for m in done.machine.dropna() for d in devices(m)})
+        where = f"only on {' or '.join(devs)}, the device of its other runs" if devs else "on any machine"
+        lost = [c for c in cells if (st["cells"][c] or {}).get("teacher") == "study"
+                and not os.path.isfile(os.path.join(root, kept_path(name)))]
+        n = f"{len(todo)} run{'s' if len(todo) > 1 else ''}"
+        parts.append(f"{name}, cell{'s' if len(cells) > 1 else ''} {', '.join(cells)}: {n}, {where}"
+                     + (f"; {' and '.join(lost)} also need the study's own teacher, which is not kept in git "
+                        "(`weights/study_teachers`), so only the machine whose DVC cache holds it can make them, and "
+                        "their rows stay incomplete without them" if lost else ""))
+    if not parts:
+        return ""
+    planned = sum(len(st["cells"]) * len(st["seeds"]) for st in plan["studies"].values())
+    return (f"Runs not made yet ({total} of {planned}; `make evidence` lists and leaves out those the machine it runs "
+            "on must not make, plan.yaml `rules.machine`): " + "; ".join(parts) + ".")
+
+
 def key_findings(root: str = ".") -> str:
     """The README's opening: docs/findings.yaml's questions, each answered by its plan rows (confirmatory rows of
     results/evidence/claims.csv: number, interval at α each, verdict), grouped by the study's training images."""
@@ -922,16 +960,19 @@ def key_findings(root: str = ".") -> str:
                       if q == q2 and st2 != st and limit[st] == limit[st2] and c.loc[(st, q)].n == 0
                       and c.loc[(st2, q2)].verdict == "not converged"})
     if pending:
-        out.append("Planned and not run yet, asking not-converged questions again: " + ", ".join(
+        out.append("\nPlanned and not run yet, asking not-converged questions again: " + ", ".join(
             f"{p} `{q}` ({plan['studies'][p]['budget']['epochs']} epochs"
             + (", convergence judged per cell" if plan["studies"][p].get("convergence") == "cell_mean" else "") + ")"
             for p, q in pending) + ".")
+    missing = missing_runs(plan, runs, root)
+    if missing:
+        out.append(("\n" if not pending else "") + missing)
     rep = replication_summary(claims)
     if rep:
-        out.append(rep)
+        out.append("\n" + rep)
     shift = machine_shift_summary(root)
     if shift:
-        out.append(shift)
+        out.append("\n" + shift)
     return ("\n".join(out) + "\n\nEach row: mean over paired seeds [interval at its study's α each] and the verdict on "
             "the direction the plan predicts (the paper's; for ours, ours). *not converged*: a run the row rests on was "
             "still improving at the end of its schedule (in a study judged per cell, `convergence: cell_mean`: a cell's "
