@@ -55,11 +55,13 @@ repro: $(STAMP) data  # the quick run; results/run.json: this machine and the wa
 # of a study teacher that is not here), then recorded in dvc.lock (runner --commit, which refuses a run trained by
 # other code), then the evidence stages. Not a plain `dvc repro`: a fresh clone has no checkpoints (no DVC remote), so
 # DVC would train 02_teacher again and every study after it on that other teacher; the checked rebuild of its
-# checkpoint from the published weights (odevit.repro.restore) comes first instead. Hours of training on a 2-core CPU
+# checkpoint from the DVC cache where this machine has it, else from the published weights (odevit.repro.restore),
+# comes first instead. Hours of training on a 2-core CPU
 # where runs are pending (one at a time, all cores); a stopped command resumes each run from its last.pt.
 EVIDENCE_RUN ?= --jobs 1 --threads $$(nproc)
 evidence: $(STAMP) data
-	test -f checkpoints/02_teacher/best.pt || $(BIN)/python -m odevit.repro.restore
+	test -f checkpoints/02_teacher/best.pt || PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc checkout 02_teacher 2>/dev/null || \
+	  $(BIN)/python -m odevit.repro.restore  # from this machine's DVC cache, else rebuilt from the published weights
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m odevit.repro.runner all $(EVIDENCE_RUN)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m odevit.repro.runner all --commit
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro -s evidence publish_evidence

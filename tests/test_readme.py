@@ -157,6 +157,9 @@ def test_runs_not_made_yet_name_their_device_and_a_teacher_not_kept(tmp_path):
         "b": {"cells": {"ref": {}, "ref_strong": {"teacher": "study"}}, "seeds": [7]}}}
     runs = pd.DataFrame([dict(study="a", cell="ref", seed=s, machine="Xeon / NVIDIA H200") for s in (1, 2)]
                         + [dict(study="b", cell="ref", seed=7, machine="AMD EPYC / no GPU")])
+    assert "also need" not in readme.missing_runs(plan, runs, str(tmp_path))  # its teacher not trained yet
+    (tmp_path / "results/studies/b/teacher").mkdir(parents=True)
+    (tmp_path / "results/studies/b/teacher/metrics.json").write_text("{}")  # trained: recorded in results
     line = readme.missing_runs(plan, runs, str(tmp_path))
     assert line.startswith("Runs not made yet (3 of 6;")
     assert "a, cell ce: 2 runs, only on NVIDIA H200, the device of its other runs" in line

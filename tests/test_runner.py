@@ -76,23 +76,21 @@ def test_exit_code_says_whether_a_run_failed(monkeypatch, capsys):
     assert f"failed (1; each log.txt in its checkpoint folder says why): confirm_3k@free-{seeds[1]}" in capsys.readouterr().err
 
 
-def test_a_run_recorded_already_without_its_checkpoints_here_is_left_as_recorded(tmp_path):
-    """runner --commit on a machine whose DVC cache lacks a run's checkpoints: the run is skipped only while dvc.lock
-    holds its metrics.json as it is now; changed results, present checkpoints or no lock entry are committed."""
+def test_a_run_recorded_already_is_left_as_recorded_whatever_checkpoints_are_here(tmp_path):
+    """runner --commit: a run is skipped while dvc.lock holds its metrics.json as it is now, whether this machine lacks
+    its checkpoints (another machine's DVC cache) or has others (a teacher's best.pt brought back without last.pt):
+    `dvc commit` would record those over the run's own. Changed results or no lock entry are committed."""
     import hashlib
 
-    res, ckpt = tmp_path / "results", tmp_path / "checkpoints"
+    res = tmp_path / "results"
     res.mkdir()
     (res / "metrics.json").write_text('{"acc1": 0.8}')
     md5 = hashlib.md5(b'{"acc1": 0.8}').hexdigest()
     lock = {"stages": {"st@ref-1": {"outs": [{"path": f"{res}/metrics.json", "hash": "md5", "md5": md5}]}}}
-    assert runner.recorded_without_cache(lock, "st@ref-1", str(res), str(ckpt))
-    assert not runner.recorded_without_cache(lock, "st@ref-2", str(res), str(ckpt))  # not in dvc.lock
-    ckpt.mkdir()
-    assert not runner.recorded_without_cache(lock, "st@ref-1", str(res), str(ckpt))  # checkpoints here: commit
-    ckpt.rmdir()
+    assert runner.recorded(lock, "st@ref-1", str(res))
+    assert not runner.recorded(lock, "st@ref-2", str(res))  # not in dvc.lock
     (res / "metrics.json").write_text('{"acc1": 0.9}')
-    assert not runner.recorded_without_cache(lock, "st@ref-1", str(res), str(ckpt))  # results changed since
+    assert not runner.recorded(lock, "st@ref-1", str(res))  # results changed since
 
 
 def test_runs_this_machine_must_not_make_are_left_out_before_anything_starts(monkeypatch):
@@ -192,3 +190,37 @@ def test_a_study_teacher_is_kept_in_git_and_brought_back_only_to_the_students_it
     student.write_text(json.dumps({"teacher_sha256": hashlib.sha256(b"teacher weights").hexdigest()[:16]}))
     assert runner.bring_back_teacher("S") == "checkpoints/studies/S/teacher/best.pt"
     assert ckpt.read_bytes() == b"teacher weights" and os.listdir(ckpt.parent) == ["best.pt"]
+    # another training's best.pt here: never kept, never over the kept one, and its cells are left out
+    ckpt.write_bytes(b"another training")
+    with pytest.raises(ConfigError, match="is not the one its finished students recorded"):
+        runner.keep_teacher("S")
+    assert (tmp_path / runner.kept_path("S")).read_bytes() == b"teacher weights"
+    student.unlink()  # no student recorded one: still never over the kept teacher
+    with pytest.raises(ConfigError, match="never replaced"):
+        runner.keep_teacher("S")
+    assert (tmp_path / runner.kept_path("S")).read_bytes() == b"teacher weights"
+
+
+def test_another_training_of_a_study_teacher_or_a_study_on_two_devices_is_refused(tmp_path, monkeypatch):
+    """teacher_strength_3k's students recorded teacher 85a8e43b...: a best.pt of another training in its place leaves
+    its cells out, as a missing one does. A study whose runs are on two devices already takes no run on either; an
+    unfinished run's device counts (its checkpoint folder's provenance records), not only the finished runs'."""
+    from odevit.repro import provenance, study_teacher
+
+    plan = P.load("plan.yaml")
+    real_dirs = study_teacher.dirs
+    (tmp_path / "best.pt").write_bytes(b"another training")
+    monkeypatch.setattr(study_teacher, "dirs", lambda s: (str(tmp_path), real_dirs(s)[1]))
+    todo = [("teacher_strength_3k", "ref_strong", 712), ("teacher_strength_3k", "ref", 712)]
+    why = runner.refusals(plan, todo, device=lambda: "AMD EPYC")
+    assert list(why) == [todo[0]] and "is not the one its finished students recorded (85a8e43b24a44dcb)" in why[todo[0]]
+    monkeypatch.setattr(runner, "study_devices", lambda plan, s: {"AMD EPYC", "NVIDIA H200"})
+    why = runner.refusals(plan, todo, device=lambda: "AMD EPYC")
+    assert set(why) == set(todo) and "on 2 devices already" in why[todo[1]]
+    monkeypatch.undo()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(runner, "finished", lambda s, c, seed: False)
+    rec = tmp_path / "checkpoints/studies/confirm_3k/ref/s100"
+    rec.mkdir(parents=True)
+    (rec / provenance.FILE).write_text(json.dumps([{"cpu_model": "Intel Xeon", "cuda_device": "NVIDIA H100"}]))
+    assert runner.study_devices(plan, "confirm_3k") == {"NVIDIA H100"}

@@ -302,7 +302,7 @@ def test_a_row_of_runs_on_two_devices_or_two_teachers_gets_no_verdict(tmp_path):
     teacher give the verdict back."""
     assert V.devices("Intel Xeon / NVIDIA H200; AMD EPYC / NVIDIA H200") == ["NVIDIA H200"]  # the GPU, not its host
     assert V.devices("AMD EPYC / no GPU; Intel Xeon / NVIDIA H200") == ["AMD EPYC", "NVIDIA H200"]
-    assert V.devices("") == []
+    assert V.devices("") == [] and V.devices(float("nan")) == []  # a CSV's empty cell
     plan = _plan()
     h = P.study_hash(plan, "confirm_3k")
     _tree(tmp_path, "confirm_3k", [h] * 3, acc=0.83)
@@ -321,5 +321,10 @@ def test_a_row_of_runs_on_two_devices_or_two_teachers_gets_no_verdict(tmp_path):
     assert V.judge(plan, "confirm_3k", str(tmp_path)).iloc[0].verdict == V.SUPPORTS  # one teacher per cell
     _edit(tmp_path, "confirm_3k", "ref", 102, teacher_sha256="37a0b25b00000000")
     assert V.judge(plan, "confirm_3k", str(tmp_path)).iloc[0].verdict == f"{V.MIXED_TEACHERS} (cell ref: 2 teachers)"
-    # mixed_runs reads a study's runs as collect gives them (runs.csv): here the two teachers of cell ref
-    assert V.mixed_runs(V.collect(str(tmp_path), "confirm_3k", plan["rules"]["convergence"])) is not None
+    # as runs.csv reads back (empty cells: NaN, None where collect wrote them): the two teachers of cell ref, no more
+    runs = V.collect(str(tmp_path), "confirm_3k", plan["rules"]["convergence"])
+    runs.to_csv(tmp_path / "runs.csv", index=False)
+    back = pd.read_csv(tmp_path / "runs.csv")
+    assert V.mixed_runs(back) == V.mixed_runs(runs) == f"{V.MIXED_TEACHERS} (cell ref: 2 teachers)"
+    mixed = pd.concat([runs[runs.cell == "free"], back[back.cell == "free"]])  # None and NaN: one, not two
+    assert mixed.teacher_sha256.isna().all() and V.mixed_runs(mixed) is None

@@ -878,8 +878,9 @@ def _schedules_differ(plan: Dict[str, Any], studies: Iterable[str]) -> bool:
 def missing_runs(plan: Dict[str, Any], runs: pd.DataFrame, root: str = ".") -> str:
     """The plan's runs not made yet, per study: their cells and number, the one device they may be made on (that of
     the study's finished runs: plan.yaml rules.machine; `runner` leaves them out elsewhere), and the cells that also
-    need the study's own teacher where it is not kept in git (`runner.kept_path`: then only the machine whose DVC
-    cache holds it can make them). '' when every run is in."""
+    need the study's own teacher where its training is recorded but it is not kept in git (`runner.kept_path`: then
+    only the machine whose DVC cache holds it can make them). '' when every run is in."""
+    from . import config
     from .runner import kept_path
     from .verdicts import devices
 
@@ -894,7 +895,8 @@ def missing_runs(plan: Dict[str, Any], runs: pd.DataFrame, root: str = ".") -> s
         cells = list(dict.fromkeys(c for c, _ in todo))
         devs = sorted({d for m in done.machine.dropna() for d in devices(m)})
         where = f"only on {' or '.join(devs)}, the device of its other runs" if devs else "on any machine"
-        lost = [c for c in cells if (st["cells"][c] or {}).get("teacher") == "study"
+        trained = os.path.isfile(os.path.join(root, f"results/studies/{name}/teacher/metrics.json"))  # recorded
+        lost = [c for c in cells if trained and config.uses_study_teacher(st["cells"][c])
                 and not os.path.isfile(os.path.join(root, kept_path(name)))]
         n = f"{len(todo)} run{'s' if len(todo) > 1 else ''}"
         parts.append(f"{name}, cell{'s' if len(cells) > 1 else ''} {', '.join(cells)}: {n}, {where}"

@@ -45,7 +45,7 @@ from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from tqdm import tqdm
 
-from . import config, pipeline
+from . import config, pipeline, provenance
 from . import plan as plan_mod
 from . import study_teacher, train
 from .config import ConfigError
@@ -115,12 +115,16 @@ def this_device() -> str:
 
 
 def study_devices(plan: dict, study: str) -> Set[str]:
-    """The devices the study's finished runs did their arithmetic on (their metrics.json provenance)."""
+    """The devices the study's runs did their arithmetic on: its finished runs' (metrics.json provenance) and its
+    unfinished runs' so far (their checkpoint folder's provenance records: a run may have been started elsewhere)."""
     out: Set[str] = set()
     for s, c, seed in runs(plan, [study]):
         if finished(s, c, seed):
             prov = pipeline.read_json(f"{cell_dir('results', c, seed, s)}/metrics.json").get("provenance") or {}
             out.update(devices("; ".join(prov.get("machines") or [])))
+        else:
+            out.update(devices("; ".join(f"{r.get('cpu_model')} / {r.get('cuda_device') or 'no GPU'}"
+                                         for r in provenance.read(cell_dir("checkpoints", c, seed, s)))))
     return out
 
 
@@ -128,26 +132,27 @@ def refusals(plan: dict, todo: List[Tuple[str, str, int]], other_machine: bool =
              device: Callable[[], str] = this_device) -> Dict[Tuple[str, str, int], str]:
     """The runs of `todo` this machine must not make, with why: every run of a study whose finished runs did their
     arithmetic on another device than this one (`device()`, asked only where a study has finished runs; plan.yaml
-    rules.machine: one machine type per study; `other_machine`: a replicate, whose results go to its own folder), and
+    rules.machine: one machine type per study, so a study already on two devices takes no more runs; `other_machine`:
+    a replicate, run in a clone whose results are copied to the replicate's folder), and
     the runs of cells distilled from their study's own teacher whose training is recorded (its metrics.json, under
-    the plan's teacher block now) while its best.pt is not on this machine: a new training would be another teacher,
-    whose students would not pair with the recorded ones (verdicts: *mixed teachers*)."""
+    the plan's teacher block now) while its best.pt here is missing or not the one its students recorded
+    (`teacher_problem`; verdicts: *mixed teachers*)."""
     out: Dict[Tuple[str, str, int], str] = {}
     here: Optional[str] = None
     for s in dict.fromkeys(s for s, _, _ in todo):
         devs = set() if other_machine else study_devices(plan, s)
         if devs:
             here = here or device()
-        lost = (plan["studies"][s].get("teacher") and study_teacher.finished(s)
-                and not os.path.isfile(f"{study_teacher.dirs(s)[0]}/best.pt"))
+        lost = plan["studies"][s].get("teacher") and study_teacher.finished(s) and teacher_problem(s)
         for r in (r for r in todo if r[0] == s):
-            if devs and here not in devs:
-                out[r] = (f"its study's finished runs were made on {', '.join(sorted(devs))}, this machine is {here} "
+            if len(devs) > 1:
+                out[r] = (f"its study's runs were made on {len(devs)} devices already ({', '.join(sorted(devs))}): "
+                          "its rows read mixed machines; plan.yaml rules.machine: one machine type per study")
+            elif devs and here not in devs:
+                out[r] = (f"its study's runs were made on {', '.join(sorted(devs))}, this machine is {here} "
                           "(plan.yaml rules.machine: one machine type per study; --other-machine: a replicate)")
             elif lost and config.uses_study_teacher(plan["studies"][s]["cells"][r[1]]):
-                out[r] = (f"its teacher, {study_teacher.dirs(s)[0]}/best.pt, is recorded (results) but not on this "
-                          "machine; training it again gives another teacher, whose students would not pair with the "
-                          "recorded ones")
+                out[r] = lost
     return out
 
 
@@ -166,10 +171,11 @@ def keep_teacher(study: str) -> Optional[str]:
     src, dst = f"{study_teacher.dirs(study)[0]}/best.pt", kept_path(study)
     if not os.path.isfile(src) or (os.path.isfile(dst) and _sha(dst) == _sha(src)):
         return None
-    os.makedirs(os.path.dirname(dst), exist_ok=True)
-    tmp = f"{dst}.tmp{os.getpid()}"
-    shutil.copyfile(src, tmp)
-    os.replace(tmp, dst)  # atomic: a reader sees the old file or the new one
+    why = teacher_problem(study)
+    if why or os.path.isfile(dst):
+        raise ConfigError(f"{src}: not kept in {dst}: " + (why or f"{dst} holds another teacher (sha256 "
+                          f"{_sha(dst)[:16]}), which is never replaced"))
+    _copy(src, dst)
     return dst
 
 
@@ -183,7 +189,8 @@ def recorded_teachers(study: str) -> Set[str]:
 def bring_back_teacher(study: str) -> Optional[str]:
     """Copy the kept teacher (`kept_path`) back to the study teacher's checkpoint folder where its best.pt is missing
     here and its training is recorded (`study_teacher.finished`); returns the path, or None where nothing was needed or
-    kept. ConfigError where the kept file is not the teacher the study's finished students recorded."""
+    kept. ConfigError where the study's finished students recorded another teacher (`keep_teacher` kept only the one
+    they recorded, or the study's first)."""
     dst = f"{study_teacher.dirs(study)[0]}/best.pt"
     if os.path.isfile(dst) or not os.path.isfile(kept_path(study)) or not study_teacher.finished(study):
         return None
@@ -191,15 +198,40 @@ def bring_back_teacher(study: str) -> Optional[str]:
     if want and want != {got}:
         raise ConfigError(f"{kept_path(study)}: sha256 {got}, but study {study}'s students recorded teacher "
                           f"{', '.join(sorted(want))}: not their teacher")
-    os.makedirs(os.path.dirname(dst), exist_ok=True)
-    shutil.copyfile(kept_path(study), f"{dst}.tmp{os.getpid()}")
-    os.replace(f"{dst}.tmp{os.getpid()}", dst)
+    _copy(kept_path(study), dst)
     return dst
+
+
+def _copy(src: str, dst: str) -> None:
+    """Copy atomically (a reader sees no file or the whole one); no temporary file is left behind on failure."""
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    tmp = f"{dst}.tmp{os.getpid()}"
+    try:
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, dst)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
 
 
 def _sha(path: str) -> str:
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()
+
+
+def teacher_problem(study: str) -> Optional[str]:
+    """Why the study's students must not train against the teacher checkpoint on this machine, or None: its best.pt
+    is missing, or it is not the teacher the study's finished students recorded (`teacher_sha256`): training the
+    teacher again gives another one (docs/evidence/teacher_retrain_xeon), whose students would not pair with theirs."""
+    path = f"{study_teacher.dirs(study)[0]}/best.pt"
+    if not os.path.isfile(path):
+        return (f"its teacher, {path}, is recorded (results) but not on this machine; training it again gives another "
+                "teacher, whose students would not pair with the recorded ones")
+    want, got = recorded_teachers(study), _sha(path)[:16]
+    if want and got not in want:
+        return (f"its teacher here, {path} (sha256 {got}), is not the one its finished students recorded "
+                f"({', '.join(sorted(want))})")
+    return None
 
 
 def missing_teacher(todo: List[Tuple[str, str, int]]) -> Optional[str]:
@@ -280,18 +312,18 @@ def lock_holds(stage: Optional[dict], path: str) -> bool:
         return md5 == hashlib.md5(f.read()).hexdigest()
 
 
-def recorded_without_cache(lock: dict, stage: str, results: str, ckpt: str) -> bool:
-    """Whether dvc.lock already records `stage` with today's results (`lock_holds` its metrics.json) while its
-    checkpoint folder `ckpt` is absent here: a run committed on a machine whose DVC cache this one lacks (the
-    repository has no DVC remote). `dvc commit` cannot hash the missing folder; the run is recorded already, so it is
-    left as it is."""
-    return not os.path.exists(ckpt) and lock_holds(lock.get("stages", {}).get(stage), f"{results}/metrics.json")
+def recorded(lock: dict, stage: str, results: str) -> bool:
+    """Whether dvc.lock already records `stage` with today's results (`lock_holds` its metrics.json): the run is
+    recorded, and is left as it is. Its checkpoints may be absent here (committed on a machine whose DVC cache this one
+    lacks: no DVC remote) or present in another state (a study teacher's best.pt brought back without its last.pt; a
+    stale copy): `dvc commit` would then record them over the ones the run made."""
+    return lock_holds(lock.get("stages", {}).get(stage), f"{results}/metrics.json")
 
 
 def commit(plan: dict, studies: List[str], lock_file: str = "dvc.lock") -> List[str]:
     """`dvc commit` every finished run of the studies trained by today's training source, or by one that a checked
     equivalence record (EQUIVALENCE) shows to give bit-identical runs. A run that dvc.lock records already, with
-    today's results, and whose checkpoints are not on this machine is left as recorded (`recorded_without_cache`)."""
+    today's results, is left as recorded (`recorded`), whatever checkpoints this machine has."""
     source = train.fingerprint()
     accepted = equivalent_sources(source)
     lock = config.read_yaml(lock_file) if os.path.isfile(lock_file) else {}
@@ -302,10 +334,10 @@ def commit(plan: dict, studies: List[str], lock_file: str = "dvc.lock") -> List[
             if m.get("source") not in accepted:
                 raise SystemExit(f"{study_teacher.stage(s)}: trained by other code (source {m.get('source')}, "
                                  f"today's {source}): rerun it, never adopt it")
-            ckpt, res = study_teacher.dirs(s)
+            res = study_teacher.dirs(s)[1]
             if keep_teacher(s):
                 print(f"{kept_path(s)}: kept (git add it with dvc.lock)", file=sys.stderr)
-            (kept if recorded_without_cache(lock, study_teacher.stage(s), res, ckpt) else stages).append(
+            (kept if recorded(lock, study_teacher.stage(s), res) else stages).append(
                 study_teacher.stage(s))
     for s, c, seed in runs(plan, studies):
         if not finished(s, c, seed):
@@ -314,11 +346,10 @@ def commit(plan: dict, studies: List[str], lock_file: str = "dvc.lock") -> List[
         if m.get("source") not in accepted:
             raise SystemExit(f"{s}@{c}-{seed}: trained by other code (source {m.get('source')}, today's {source}, no "
                              f"equivalence record in {EQUIVALENCE}): rerun it, never adopt it")
-        rec = recorded_without_cache(lock, f"{s}@{c}-{seed}", cell_dir("results", c, seed, s),
-                                     cell_dir("checkpoints", c, seed, s))
+        rec = recorded(lock, f"{s}@{c}-{seed}", cell_dir("results", c, seed, s))
         (kept if rec else stages).append(f"{s}@{c}-{seed}")
     if kept:
-        print(f"{len(kept)} run(s) recorded in {lock_file} already, their checkpoints not on this machine: left as "
+        print(f"{len(kept)} run(s) recorded in {lock_file} already with today's results: left as "
               f"recorded ({', '.join(kept[:3])}{', ...' if len(kept) > 3 else ''})", file=sys.stderr)
     if stages:
         subprocess.run(["dvc", "commit", "-f", *stages], check=True)
@@ -336,8 +367,9 @@ def main(argv: List[str] | None = None) -> int:
     ap.add_argument("--commit", action="store_true", help="dvc commit the finished runs (checked) instead of running")
     ap.add_argument("--cells", default="", help="comma-separated: only these cells' runs (e.g. half a study per session)")
     ap.add_argument("--other-machine", action="store_true",
-                    help="run a study whose finished runs were made on another device (a replicate: plan.yaml "
-                         "replicates); without it such runs are left out")
+                    help="run a study whose runs were made on another device: a replicate (plan.yaml replicates), "
+                         "in a clone whose results are then copied to the replicate's folder; without it such runs "
+                         "are left out")
     args = ap.parse_args(argv)
     try:
         plan = plan_mod.load()
@@ -353,6 +385,9 @@ def main(argv: List[str] | None = None) -> int:
             back = bring_back_teacher(s)
             if back:
                 print(f"{back}: study {s}'s teacher, copied back from {kept_path(s)}", flush=True)
+            elif study_teacher.finished(s) and not teacher_problem(s) and keep_teacher(s):  # trained earlier
+                # (e.g. by dvc repro) and not kept yet; a wrong or missing one: refusals leaves its cells out
+                print(f"{kept_path(s)}: kept (git add it: no other machine has this teacher)", flush=True)
         refused = refusals(plan, todo, args.other_machine)
         todo = [r for r in todo if r not in refused]
         missing = missing_teacher(todo)
@@ -363,6 +398,10 @@ def main(argv: List[str] | None = None) -> int:
         procs = groups(todo, max(1, args.together), lambda s, c: cell_refusal(c, s))
     except (plan_mod.PlanError, ConfigError, train.CheckpointError) as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except subprocess.CalledProcessError as e:  # this_device: torch could not be asked which device it has
+        print(f"error: asking torch for this machine's device failed: {(e.stderr or '').strip()[-500:]}",
+              file=sys.stderr)
         return 2
     for why in dict.fromkeys(refused.values()):  # before anything starts; the others go on
         left_out = [f"{s}@{c}-{seed}" for (s, c, seed), w in refused.items() if w == why]

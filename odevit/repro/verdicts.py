@@ -50,7 +50,7 @@ def devices(machine: str) -> List[str]:
     """The devices a run's arithmetic ran on, from runs.csv's `machine` (its provenance machines 'CPU model / GPU
     name' joined by '; ', one per machine the run was resumed on): the GPU, or the CPU model where it had none."""
     out = []
-    for m in (machine or "").split("; "):
+    for m in (machine if isinstance(machine, str) else "").split("; "):  # NaN: a CSV's empty cell
         cpu, _, gpu = m.partition(" / ")
         if m:
             out.append(cpu if gpu in ("", "no GPU") else gpu)
@@ -201,11 +201,12 @@ def mixed_runs(used: pd.DataFrame) -> Optional[str]:
     machine type is a replicate, `machine_shift`), or a cell's runs distilled from different trainings of their
     teacher (`teacher_sha256`; none recorded, the default teacher, counts as one)."""
     devs = sorted({d for m in used.machine for d in devices(m)})
+    teachers = used.teacher_sha256.fillna("")  # none recorded (None or NaN): the default teacher
     if len(devs) > 1:
         return f"{MIXED_MACHINES} ({len(devs)} devices: {', '.join(devs)})"
-    for cell, g in used.groupby("cell"):
-        if g.teacher_sha256.nunique(dropna=False) > 1:
-            return f"{MIXED_TEACHERS} (cell {cell}: {g.teacher_sha256.nunique(dropna=False)} teachers)"
+    for cell, g in teachers.groupby(used.cell):
+        if g.nunique() > 1:
+            return f"{MIXED_TEACHERS} (cell {cell}: {g.nunique()} teachers)"
     return None
 
 
