@@ -788,7 +788,7 @@ def plan_verdicts(root: str = ".") -> str:
     from . import plan as plan_mod
 
     plan = plan_mod.load(os.path.join(root, plan_mod.PLAN_FILE))
-    planned = sum(len(st["cells"]) * len(st["seeds"]) for st in plan["studies"].values())
+    planned = sum(_planned(st) for st in plan["studies"].values())
     machines = ", ".join(sorted(runs.machine.dropna().unique())) or "none yet"
     head = (f"{len(runs)} of {planned} planned confirmatory runs are in (machines: {machines}); "
             f"{int(runs.converged.sum())} converged by the plan's rule.\nIntervals at each question's level "
@@ -875,12 +875,17 @@ def _schedules_differ(plan: Dict[str, Any], studies: Iterable[str]) -> bool:
     return len(budgets) != len({n for n, _ in budgets})
 
 
+def _planned(study: Dict[str, Any]) -> int:
+    """A plan study's runs: its cells x its seeds."""
+    return len(study["cells"]) * len(study["seeds"])
+
+
 def missing_runs(plan: Dict[str, Any], runs: pd.DataFrame, root: str = ".") -> str:
     """The plan's runs not made yet, per study: their cells and number, the one device they may be made on (that of
     the study's finished runs: plan.yaml rules.machine; `runner` leaves them out elsewhere), and the cells that also
     need the study's own teacher where its training is recorded but it is not kept in git (`runner.kept_path`: then
     only the machine whose DVC cache holds it can make them). '' when every run is in."""
-    from . import config
+    from . import config, study_teacher
     from .runner import kept_path
     from .verdicts import devices
 
@@ -895,7 +900,7 @@ def missing_runs(plan: Dict[str, Any], runs: pd.DataFrame, root: str = ".") -> s
         cells = list(dict.fromkeys(c for c, _ in todo))
         devs = sorted({d for m in done.machine.dropna() for d in devices(m)})
         where = f"only on {' or '.join(devs)}, the device of its other runs" if devs else "on any machine"
-        trained = os.path.isfile(os.path.join(root, f"results/studies/{name}/teacher/metrics.json"))  # recorded
+        trained = os.path.isfile(os.path.join(root, study_teacher.dirs(name)[1], "metrics.json"))  # recorded
         lost = [c for c in cells if trained and config.uses_study_teacher(st["cells"][c])
                 and not os.path.isfile(os.path.join(root, kept_path(name)))]
         n = f"{len(todo)} run{'s' if len(todo) > 1 else ''}"
@@ -905,7 +910,7 @@ def missing_runs(plan: Dict[str, Any], runs: pd.DataFrame, root: str = ".") -> s
                         "their rows stay incomplete without them" if lost else ""))
     if not parts:
         return ""
-    planned = sum(len(st["cells"]) * len(st["seeds"]) for st in plan["studies"].values())
+    planned = sum(_planned(st) for st in plan["studies"].values())
     return (f"Runs not made yet ({total} of {planned}; `make evidence` lists and leaves out those the machine it runs "
             "on must not make, plan.yaml `rules.machine`): " + "; ".join(parts) + ".")
 
@@ -1044,7 +1049,7 @@ def _plan_time(root: str, t: pd.DataFrame) -> str:
     every = _json(os.path.join(root, "results/02_teacher/metrics.json"))["train_images"]  # train_limit 0: all
     runs = images = 0
     for st in plan["studies"].values():
-        n = len(st["cells"]) * len(st["seeds"])
+        n = _planned(st)
         runs += n
         images += n * (st["budget"]["train_limit"] or every) * st["budget"]["epochs"]
     done = t[t.study != "all"].train_images.sum()

@@ -48,6 +48,7 @@ from tqdm import tqdm
 from . import config, pipeline, provenance
 from . import plan as plan_mod
 from . import study_teacher, train
+from ..hub import sha256
 from .config import ConfigError
 from .machine import cpu_model
 from .study import cell_dir, cell_refusal
@@ -169,12 +170,12 @@ def keep_teacher(study: str) -> Optional[str]:
     `kept_path(study)` for git, so that a fresh clone or another machine continues its cells with this teacher, not a
     new training of it; returns the path, or None where there is no best.pt or the kept copy is it already."""
     src, dst = f"{study_teacher.dirs(study)[0]}/best.pt", kept_path(study)
-    if not os.path.isfile(src) or (os.path.isfile(dst) and _sha(dst) == _sha(src)):
+    if not os.path.isfile(src) or (os.path.isfile(dst) and sha256(dst) == sha256(src)):
         return None
     why = teacher_problem(study)
     if why or os.path.isfile(dst):
         raise ConfigError(f"{src}: not kept in {dst}: " + (why or f"{dst} holds another teacher (sha256 "
-                          f"{_sha(dst)[:16]}), which is never replaced"))
+                          f"{sha256(dst)[:16]}), which is never replaced"))
     _copy(src, dst)
     return dst
 
@@ -194,7 +195,7 @@ def bring_back_teacher(study: str) -> Optional[str]:
     dst = f"{study_teacher.dirs(study)[0]}/best.pt"
     if os.path.isfile(dst) or not os.path.isfile(kept_path(study)) or not study_teacher.finished(study):
         return None
-    want, got = recorded_teachers(study), _sha(kept_path(study))[:16]
+    want, got = recorded_teachers(study), sha256(kept_path(study))[:16]
     if want and want != {got}:
         raise ConfigError(f"{kept_path(study)}: sha256 {got}, but study {study}'s students recorded teacher "
                           f"{', '.join(sorted(want))}: not their teacher")
@@ -214,11 +215,6 @@ def _copy(src: str, dst: str) -> None:
             os.remove(tmp)
 
 
-def _sha(path: str) -> str:
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
-
-
 def teacher_problem(study: str) -> Optional[str]:
     """Why the study's students must not train against the teacher checkpoint on this machine, or None: its best.pt
     is missing, or it is not the teacher the study's finished students recorded (`teacher_sha256`): training the
@@ -227,7 +223,7 @@ def teacher_problem(study: str) -> Optional[str]:
     if not os.path.isfile(path):
         return (f"its teacher, {path}, is recorded (results) but not on this machine; training it again gives another "
                 "teacher, whose students would not pair with the recorded ones")
-    want, got = recorded_teachers(study), _sha(path)[:16]
+    want, got = recorded_teachers(study), study_teacher.identity(study)  # what its students record
     if want and got not in want:
         return (f"its teacher here, {path} (sha256 {got}), is not the one its finished students recorded "
                 f"({', '.join(sorted(want))})")
