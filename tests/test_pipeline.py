@@ -1,4 +1,5 @@
 """End to end: `dvc repro` of the real dvc.yaml and notebooks on tiny synthetic data; notebook hygiene; report."""
+import copy
 import json
 import math
 import os
@@ -53,8 +54,8 @@ def tiny_plan() -> dict:
 
 def tiny_params() -> dict:
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    for block, over in TINY.items():
-        params[block].update(over)
+    for block, over in TINY.items():  # a copy: a test that edits the result leaves TINY as it is for the next
+        params[block].update(copy.deepcopy(over))
     return params
 
 

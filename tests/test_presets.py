@@ -38,7 +38,8 @@ def test_every_paper_preset_is_checked():
 def test_paper_preset_runs_at_its_shapes(preset, tmp_path):
     """Each preset in its own process: a ViT-B/16 teacher and a D 768 student at 224 px leave ~6 GB of allocator
     pages behind, which one pytest process would carry into the next preset (9.6 GB after three, measured with GNU
-    time); a child process returns them, so `make test` stays within 8 GB (peak RSS = the largest process)."""
+    time); a child process returns them, so `make test` stays within 8 GB (the suite's peak, every process summed:
+    tests/conftest.py)."""
     code = (f"import sys; sys.path.insert(0, {str(ROOT / 'tests')!r}); import test_presets; "
             f"test_presets.run_preset({preset!r}, {str(tmp_path)!r})")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
