@@ -70,6 +70,7 @@ def _plan():
     plan = P.load("plan.yaml")
     st = plan["studies"]["confirm_3k"]
     st["seeds"] = [100, 101, 102]
+    st["budget"] = dict(st["budget"], epochs=4)  # the runs of _tree: 4 epochs
     st["cells"] = {"ref": {}, "free": {"free": True}}
     st["questions"] = [dict(q, exploratory=None) for q in st["questions"] if q["a"] == "ref"]
     return plan
@@ -107,6 +108,11 @@ def test_missing_seeds_say_incomplete_and_family_size_is_fixed(tmp_path):
     assert row.verdict == "incomplete (2 of 3 seeds)"
     assert row.alpha_each == pytest.approx(0.05 / len(plan["studies"]["confirm_3k"]["questions"]))
     assert V.judge(plan, "confirm_1k", str(tmp_path)).verdict.eq(V.NOT_MEASURED).any()
+    # a run that records fewer epochs than its study's budget is not one of its runs: that seed is missing too
+    _tree(tmp_path, "confirm_3k", [h] * 3, acc=0.83)
+    assert V.judge(plan, "confirm_3k", str(tmp_path)).iloc[0].verdict == V.SUPPORTS
+    _edit(tmp_path, "confirm_3k", "ref", 101, epochs_run=3)
+    assert V.judge(plan, "confirm_3k", str(tmp_path)).iloc[0].verdict == "incomplete (2 of 3 seeds)"
 
 
 def test_plan_verdicts_take_every_figures_colours():

@@ -170,6 +170,9 @@ def judge(plan: Dict[str, Any], name: str, results: str = "results", teacher_acc
         teacher_acc1 = _teacher_acc1(results)
     if runs is None:
         runs = collect(results, name, rule)
+    # a run counts only where it trained its study's whole schedule (its metrics.json is written at the end of it; a
+    # run that records fewer epochs is not this budget's run): its seed is then missing, the row incomplete
+    runs = runs[runs.epochs_run == s["budget"]["epochs"]]
     explored: Dict[str, Tuple[pd.DataFrame, float]] = {}  # an exploratory folder is read once per study
     rows = []
     for q in s["questions"]:
