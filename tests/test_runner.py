@@ -224,3 +224,20 @@ def test_another_training_of_a_study_teacher_or_a_study_on_two_devices_is_refuse
     rec.mkdir(parents=True)
     (rec / provenance.FILE).write_text(json.dumps([{"cpu_model": "Intel Xeon", "cuda_device": "NVIDIA H100"}]))
     assert runner.study_devices(plan, "confirm_3k") == {"NVIDIA H100"}
+
+
+def test_device_script_checks_its_arguments_before_anything(tmp_path):
+    """docs/evidence/device_runs.sh (a lent GPU machine without network or DVC): bash parses it, and a call without
+    its study and cells, or without $OUT, stops with one line saying what is missing, before it touches anything."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "docs/evidence/device_runs.sh"
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    env = {k: v for k, v in os.environ.items() if k != "OUT"}
+    r = subprocess.run(["bash", str(script)], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert r.returncode != 0 and "usage: device_runs.sh STUDY CELL" in r.stderr
+    r = subprocess.run(["bash", str(script), "confirm_55k_40ep", "ce"], cwd=tmp_path, env=env, capture_output=True,
+                       text=True)
+    assert r.returncode != 0 and "OUT: the folder whose files come back" in r.stderr and not any(tmp_path.iterdir())
