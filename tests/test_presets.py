@@ -77,12 +77,12 @@ def run_preset(preset: str, tmp: str, cells: List[str]) -> None:
         t0 = time.perf_counter()
         run.run("02_teacher")  # the teacher stage's training (pipeline.fit_teacher), checkpoints/02_teacher
         times["teacher"] = time.perf_counter() - t0
+    teacher = study.load_teacher(b, t, device)
+    if first:  # the teacher's layer distances, which the ref cell's schedule reads
         tr, _ = pipeline.loaders(b)
-        dist = pipeline.teacher_distances(study.load_teacher(b, t, device), tr, d.distance_batches,
-                                          d.distance_tokens, device)
+        dist = pipeline.teacher_distances(teacher, tr, d.distance_batches, d.distance_tokens, device)
         assert len(dist) == 12
         pipeline.write_csv(pd.DataFrame({"layer": range(1, 13), "distance": dist}), "results/02_teacher/distances.csv")
-    teacher = study.load_teacher(b, t, device)
     for cell in cells:
         t0 = time.perf_counter()
         m = study.run(cell, 0)
