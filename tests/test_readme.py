@@ -171,3 +171,21 @@ def test_runs_not_made_yet_name_their_device_and_a_teacher_not_kept(tmp_path):
     full = pd.concat([runs, pd.DataFrame([dict(study="a", cell="ce", seed=s, machine="x / NVIDIA H200") for s in (1, 2)]
                                          + [dict(study="b", cell="ref_strong", seed=7, machine="AMD EPYC / no GPU")])])
     assert readme.missing_runs(plan, full, str(tmp_path)) == ""
+
+
+def test_a_studys_line_counts_its_converged_runs_where_some_did_not():
+    """The per-study list: a study described as 'the converged budget' whose runs did not all converge says how many
+    did, beside the description the plan fixed; a study whose runs all converged adds nothing."""
+    import pandas as pd
+
+    plan = {"studies": {"a": {"description": "all images (the converged budget)"}, "b": {"description": "few images"}}}
+    c = pd.DataFrame([dict(study=s, status="confirmatory", n=2, mean=1.0, unit="pt", ci_low=0.5, ci_high=1.5,
+                           claim="x beats y", verdict="supports") for s in ("a", "b")])
+    runs = pd.DataFrame([dict(study="a", cell="free", seed=s, converged=s == 0, gain_last_pts=0.5, threshold_pts=0.4)
+                         for s in (0, 1, 2)] + [dict(study="b", cell="free", seed=0, converged=True, gain_last_pts=0.0,
+                                                     threshold_pts=0.4)])
+    out = readme.findings(c, plan, runs)
+    assert "- **a** — all images (the converged budget) [1 of 3 runs converged by the plan's rule]:" in out
+    assert "- **b** — few images:" in out
+    runs.loc[runs.study == "a", "converged"] = True
+    assert "runs converged by the plan's rule" not in readme.findings(c, plan, runs)

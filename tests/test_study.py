@@ -429,6 +429,9 @@ def test_run_time_shows_each_phase_before_and_now(tmp_path):
     assert "| DVC and the rest (process starts, hashing, publish) | 36 | 36 % | -24 | -60 % |" in three
     assert ("**Not a breakdown of this wall-clock:** the stages' own timings add up to 64 s, more than the 40 s of "
             "this `dvc repro`") in three
+    # ... and its headline is the stages' sum (what a whole run takes), not the shorter wall-clock
+    assert "its stages' own timings add up to **1.1 min** (`stages_s`)" in three and "took 0.7 min wall-clock" in three
+    assert "its stages' own timings add up" not in one + two
 
 
 def test_budget_title_says_what_ran_when_early_stopping_cut_the_cap(tmp_path):

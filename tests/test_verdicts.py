@@ -334,3 +334,20 @@ def test_a_row_of_runs_on_two_devices_or_two_teachers_gets_no_verdict(tmp_path):
     assert V.mixed_runs(back) == V.mixed_runs(runs) == f"{V.MIXED_TEACHERS} (cell ref: 2 teachers)"
     mixed = pd.concat([runs[runs.cell == "free"], back[back.cell == "free"]])  # None and NaN: one, not two
     assert mixed.teacher_sha256.isna().all() and V.mixed_runs(mixed) is None
+
+
+def test_committed_claims_md_prints_claims_csv_values_as_the_readme_does():
+    """results/evidence/claims.md shows claims.csv's numbers to 2 decimals, formatted as the README formats them (a
+    value on a rounding edge, e.g. -0.0650, read -0.06 in claims.md and -0.07 in the README when claims.md was
+    rounded from the unrounded values)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "results/evidence"
+    csv = pd.read_csv(root / "claims.csv")
+    lines = [ln for ln in (root / "claims.md").read_text().splitlines()[2:] if ln.strip()]
+    assert len(lines) == len(csv)
+    for ln, r in zip(lines, csv.itertuples()):
+        cells = [c.strip() for c in ln.strip("|").split("|")]
+        assert cells[:3] == [r.study, r.question, r.status]
+        for got, want in zip(cells[4:7], (r.mean, r.ci_low, r.ci_high)):
+            assert got == ("nan" if math.isnan(want) else f"{want:.2f}"), (r.study, r.question, got, want)

@@ -701,6 +701,11 @@ def run_time(root: str = ".") -> str:
     cpu = _cpu(info, run["machine"])
     head = (f"`make repro` on a fresh clone, {run['machine']}, {cpu}, {run['date']}: **{run['wall_s'] / 60:.1f} min "
             f"wall-clock** for `dvc repro` (`results/run.json`).")
+    if run.get("dvc_other_s", 0.0) < 0:  # some stages' outputs came from an earlier run (see `outside` below)
+        head = (f"`make repro`, {run['machine']}, {cpu}, {run['date']}: its stages' own timings add up to "
+                f"**{(run['wall_s'] - run['dvc_other_s']) / 60:.1f} min** (`stages_s`), what a whole run from a fresh clone takes at least; "
+                f"the recorded `dvc repro` took {run['wall_s'] / 60:.1f} min wall-clock (`results/run.json`), some of "
+                "its stages having been committed by an earlier run.")
     if "phases_s" not in run:  # a record from before the phase breakdown
         return head
     wall, train = run["wall_s"], run["phases_s"].get("train", 0.0)
@@ -906,9 +911,10 @@ def missing_runs(plan: Dict[str, Any], runs: pd.DataFrame, root: str = ".") -> s
                 and not os.path.isfile(os.path.join(root, kept_path(name)))]
         n = f"{len(todo)} run{'s' if len(todo) > 1 else ''}"
         parts.append(f"{name}, cell{'s' if len(cells) > 1 else ''} {', '.join(cells)}: {n}, {where}"
-                     + (f"; {' and '.join(lost)} also need the study's own teacher, which is not kept in git "
-                        "(`weights/study_teachers`), so only the machine whose DVC cache holds it can make them, and "
-                        "their rows stay incomplete without them" if lost else ""))
+                     + (f"; {' and '.join(lost)} also need the study's own teacher, which was trained before the "
+                        f"runner kept study teachers in git (`{kept_path(name)}` does not exist), so only the machine "
+                        "whose DVC cache holds it can make them, and their rows stay incomplete without them"
+                        if lost else ""))
     if not parts:
         return ""
     planned = sum(_planned(st) for st in plan["studies"].values())
@@ -1009,9 +1015,12 @@ def findings(c: pd.DataFrame, plan: Dict[str, Any], runs: pd.DataFrame) -> str:
                                       "  - not converged: ") + ", ".join(
             f"{r.cell} s{r.seed} (+{r.gain_last_pts:.3f} pt in its last quarter, threshold {r.threshold_pts:.3f})"
             for r in late.itertuples())]
+        mine = runs[runs.study == name]
+        count = ("" if mine.converged.astype(bool).all() else  # the plan's description says what the budget was for
+                 f" [{int(mine.converged.astype(bool).sum())} of {len(mine)} runs converged by the plan's rule]")
         out.append("\n".join([f"- **{name}** — {st['description'].rstrip('.')}"
                                + (" (judged per cell: `convergence: cell_mean`)" if per_cell and "cell_mean" not in
-                                  st["description"] else "") + ":"] + parts + why))
+                                  st["description"] else "") + count + ":"] + parts + why))
     return "\n".join(out)
 
 
@@ -1105,8 +1114,10 @@ def machine_shift(root: str = ".") -> str:
     head = ("The plan has no machine gate; the machine is measured beside the verdicts: a study's runs trained again "
             "on another machine type with the same cells and seeds (plan.yaml `replicates`), compared seed by seed "
             "(`results/evidence/machine_shift.csv`, written by `dvc repro -s evidence`). Each side is named with its "
-            "torch and the training sources its runs record (different sources are ones "
-            "`docs/evidence/source_equivalence.json` shows to give bit-identical runs on one machine). *shift*: the "
+            "torch and the training sources its runs record (*source*: a hash of the training code; different "
+            "sources are ones `docs/evidence/source_equivalence.json` shows to give bit-identical runs on one "
+            "machine). `acc1_half_n` / `acc1_sub_n`: a run's test Acc@1 at N/2 / at N solver steps, both on the "
+            "step-count rows' test images. *shift*: the "
             "replicate's test Acc@1 − the committed run's, in points, with its 95 % interval over the seeds; a "
             "*question* row shifts the per-seed statistic its verdict rests on (a shift common to both cells cancels "
             "there). *SD here*: the same quantity's SD over all of the study's seeds in the committed runs. If the "

@@ -504,8 +504,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     pipeline.write_csv(machine_shift(plan, args.results, by_study).round(4), f"{args.out}/machine_shift.csv")
     pipeline.write_csv(run_time(plan, args.results), f"{args.out}/run_time.csv")
     cols = ["study", "question", "status", "n", "mean", "ci_low", "ci_high", "converged", "verdict"]
-    with open(f"{args.out}/claims.md", "w") as f:
-        f.write(claims[cols].round(2).to_markdown(index=False) + "\n")
+    with open(f"{args.out}/claims.md", "w") as f:  # claims.csv's values printed to 2 decimals, as the README prints
+        f.write(claims.round(4)[cols].to_markdown(index=False, floatfmt=".2f") + "\n")  # them (not rounded twice)
     fig = figure(claims, plan)
     pipeline.save_figure(fig, f"{args.out}/verdicts.png")
     images = pipeline.read_json(os.path.join(args.results, "02_teacher/metrics.json"))["train_images"]
