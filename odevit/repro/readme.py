@@ -819,9 +819,9 @@ def plan_verdicts(root: str = ".") -> str:
                "(a run counts where it trained its study's whole budget); numbers, no verdict. *Mixed machines* / "
                "*mixed teachers*: the row's runs did their arithmetic on two "
                "devices (plan.yaml `rules.machine`: one machine type per study), or a cell's runs distilled from two "
-               f"trainings of their teacher; no verdict ({mixed} {'does' if mixed == 1 else 'do'})."
+               f"trainings of their teacher; no verdict (rows so marked: {mixed})."
                "\n*Post hoc* marks a row whose plan changed after its runs "
-               f"({post} {'does' if post == 1 else 'do'}); a study added after another's results is not post hoc "
+               f"(rows so marked: {post}); a study added after another's results is not post hoc "
                "but a new family on fresh seeds, planned before its own runs, and its description says why it was "
                "added.")
     figure = "![the plan's verdicts, one panel per study](results/evidence/verdicts.png)"
