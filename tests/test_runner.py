@@ -241,3 +241,78 @@ def test_device_script_checks_its_arguments_before_anything(tmp_path):
     r = subprocess.run(["bash", str(script), "confirm_55k_40ep", "ce"], cwd=tmp_path, env=env, capture_output=True,
                        text=True)
     assert r.returncode != 0 and "OUT: the folder whose files come back" in r.stderr and not any(tmp_path.iterdir())
+
+
+def test_preflight_names_what_a_new_study_lacks_before_anything_trains(tmp_path):
+    """A user's new study, checked before any run starts (each case once with the fault, once fixed): its stage block
+    in dvc.yaml, every plan.yaml key that block reads (a missing `base` made `dvc commit` fail after the training), a
+    budget of at least one batch (64 images at batch 128 crashed every run with a bare StopIteration) and enough
+    epochs for the convergence rule (with 1 every row reads not converged)."""
+    import copy
+
+    import yaml
+
+    from odevit.repro.config import ConfigError
+
+    plan = P.load("plan.yaml")
+    mine = copy.deepcopy(plan["studies"]["confirm_1k"])
+    mine["budget"] = {"train_limit": 256, "epochs": 4}
+    plan["studies"]["mine"] = mine
+    stages = yaml.safe_load(open("dvc.yaml"))["stages"]
+    block = yaml.safe_dump(stages["confirm_1k"]).replace("confirm_1k", "mine")
+    dvc = tmp_path / "dvc.yaml"
+    dvc.write_text(yaml.safe_dump({"stages": {"confirm_1k": stages["confirm_1k"]}}))
+    with pytest.raises(ConfigError, match="no stage 'mine' for plan study mine"):
+        runner.preflight(plan, ["mine"], dvc_file=str(dvc))
+    dvc.write_text(yaml.safe_dump({"stages": {"mine": yaml.safe_load(block)}}))
+    runner.preflight(plan, ["mine"], dvc_file=str(dvc))  # as the docs say: passes
+    base = mine.pop("base")
+    with pytest.raises(ConfigError, match=r"plan.yaml: studies.mine.base is missing"):
+        runner.preflight(plan, ["mine"], dvc_file=str(dvc), running=False)  # also before --commit
+    mine["base"] = base
+    batch = yaml.safe_load(open("params.yaml"))["base"]["batch_size"]
+    mine["budget"]["train_limit"] = batch // 2
+    with pytest.raises(ConfigError, match=rf"train_limit = {batch // 2} images, less than one batch"):
+        runner.preflight(plan, ["mine"], dvc_file=str(dvc))
+    runner.preflight(plan, ["mine"], dvc_file=str(dvc), running=False)  # nothing to train: not asked
+    mine["budget"]["train_limit"] = batch
+    mine["budget"]["epochs"] = 1
+    with pytest.raises(ConfigError, match="studies.mine.budget.epochs = 1: the convergence rule"):
+        runner.preflight(plan, ["mine"], dvc_file=str(dvc))
+    mine["budget"]["epochs"] = 2
+    runner.preflight(plan, ["mine"], dvc_file=str(dvc))
+
+
+def test_every_committed_study_passes_preflight():
+    plan = P.load("plan.yaml")
+    runner.preflight(plan, list(plan["studies"]))
+
+
+def test_a_failed_dvc_commit_is_named_as_such(monkeypatch, capsys):
+    """`dvc commit` failing (e.g. a params key missing) was reported as 'asking torch for this machine's device
+    failed' with an empty message: the runner now says the commit failed and points at DVC's message."""
+    import subprocess
+
+    monkeypatch.setattr(runner, "preflight", lambda *a, **k: None)
+    monkeypatch.setattr(runner, "finished", lambda s, c, seed: (s, c, seed) == ("confirm_3k", "free", 100))
+    monkeypatch.setattr(runner.pipeline, "read_json", lambda p: {"source": "x", "plan_hash": None})
+    monkeypatch.setattr(runner, "equivalent_sources", lambda s: {"x"})
+    monkeypatch.setattr(runner, "recorded", lambda *a: False)
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 3))
+    assert runner.main(["confirm_3k", "--commit"]) == 2
+    err = capsys.readouterr().err
+    assert "error: `dvc commit` of 1 run(s) failed (exit 3): DVC's message is above" in err and "torch" not in err
+
+
+def test_commit_notes_runs_trained_under_another_plan_version(monkeypatch, capsys):
+    monkeypatch.setattr(runner, "finished", lambda s, c, seed: (c, seed) == ("free", 100))
+    monkeypatch.setattr(runner.pipeline, "read_json", lambda p: {"source": "x", "plan_hash": "0ld0ld0ld0ld"})
+    monkeypatch.setattr(runner, "equivalent_sources", lambda s: {"x"})
+    monkeypatch.setattr(runner, "recorded", lambda *a: True)  # nothing for dvc to do
+    runner.commit(P.load("plan.yaml"), ["confirm_3k"])
+    err = capsys.readouterr().err
+    assert "note: 1 run(s) of confirm_3k (free/s100) were trained under another version of its plan block" in err
+    monkeypatch.setattr(runner.pipeline, "read_json", lambda p: {"source": "x", "plan_hash": P.study_hash(
+        P.load("plan.yaml"), "confirm_3k")})
+    runner.commit(P.load("plan.yaml"), ["confirm_3k"])
+    assert "note:" not in capsys.readouterr().err

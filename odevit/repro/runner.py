@@ -19,7 +19,9 @@ hash now) under this plan: a run made by other code is refused, never adopted; a
 checkpoints this machine's DVC cache lacks (no DVC remote) is left as recorded. A study that trains its own teacher
 (plan.yaml: studies.STUDY.teacher) has it trained first (`study_teacher`, stage STUDY_teacher) and committed with it.
 
-Before anything starts, runs this machine must not make are listed and left out (`refusals`; the others go on, and
+Before anything starts, `preflight` checks what a study needs to train and be recorded (its dvc.yaml stage block,
+the plan.yaml keys that block reads, a budget of at least one batch and enough epochs for the convergence rule) and
+stops with one line naming what is missing; runs this machine must not make are listed and left out (`refusals`; the others go on, and
 the exit code does not count them): a study's runs where its finished runs did their arithmetic on another device
 (plan.yaml rules.machine: one machine type per study; `--other-machine` for a replicate, plan.yaml `replicates`), and
 cells of a study's own teacher whose training is recorded but whose checkpoint is not here (training it again gives
@@ -35,6 +37,7 @@ import argparse
 import glob
 import hashlib
 import json
+import math
 import os
 import shutil
 import signal
@@ -51,7 +54,7 @@ from . import study_teacher, train
 from ..hub import sha256
 from .config import ConfigError
 from .machine import cpu_model
-from .study import cell_dir, cell_refusal
+from .study import cell_dir, cell_refusal, plan_configs
 from .verdicts import devices
 
 
@@ -104,6 +107,49 @@ def teachers(plan: dict, studies: List[str]) -> List[Tuple[str, str, Tuple[int, 
     """The teacher runs to do of the studies that train their own (`study_teacher`; not finished under the plan's
     teacher block as it is now): (study, 'teacher', ())."""
     return [(s, "teacher", ()) for s in studies if plan["studies"][s].get("teacher") and not study_teacher.finished(s)]
+
+
+def preflight(plan: dict, studies: List[str], params_file: str = "params.yaml", dvc_file: str = "dvc.yaml",
+              running: bool = True) -> None:
+    """Check, before any run starts, what would otherwise fail later or give rows no verdict could come from; a
+    ConfigError names the key and what is allowed. Each study needs its stage block in dvc.yaml (copied from a study
+    block: docs/plan.md), and every plan.yaml key that block reads as params (`dvc commit` fails on a missing one, after
+    the training). With `running` (runs to train): a training budget of at least one batch (the loader drops the last
+    partial batch: fewer images than base.batch_size give an epoch with no step) and enough epochs for the plan's
+    convergence rule to judge (its last quarter and one epoch before it: else every row reads *not converged*)."""
+    stages = (config.read_yaml(dvc_file) or {}).get("stages", {}) if os.path.isfile(dvc_file) else None
+    cfg = config.check_stage("cell", params_file) if running else None
+    frac = float(plan["rules"]["convergence"]["window_frac"])
+    for s in studies:
+        st = plan["studies"][s]
+        if stages is not None:
+            if s not in stages:
+                raise ConfigError(f"{dvc_file}: no stage '{s}' for plan study {s}: copy a study's stage block and put "
+                                  f"{s} in each of its places (docs/plan.md, 'Adding a study')")
+            for entry in stages[s].get("params", []):
+                for key in (entry.get(plan_mod.PLAN_FILE, []) if isinstance(entry, dict) else []):
+                    for cell in st["cells"]:
+                        node, found = plan, True
+                        for part in key.replace("${item.cell}", cell).split("."):
+                            found = isinstance(node, dict) and part in node
+                            node = node[part] if found else None
+                        if not found:
+                            raise ConfigError(f"{plan_mod.PLAN_FILE}: {key.replace('${item.cell}', cell)} is missing: "
+                                              f"{dvc_file}'s stage {s} reads it (e.g. `base: {{precision: fp32}}` as "
+                                              "the other studies have)")
+        if cfg is None:
+            continue
+        batch = plan_configs(cfg, s, plan=plan)[0]["base"].batch_size
+        limit, epochs = st["budget"]["train_limit"], st["budget"]["epochs"]
+        if 0 < limit < batch:
+            raise ConfigError(f"{plan_mod.PLAN_FILE}: studies.{s}.budget.train_limit = {limit} images, less than one "
+                              f"batch (base.batch_size {batch}; the last partial batch is dropped): an epoch would have "
+                              f"no step. Use >= {batch} (params.yaml base.batch_size)")
+        if epochs < math.ceil(frac * epochs) + 1:
+            raise ConfigError(f"{plan_mod.PLAN_FILE}: studies.{s}.budget.epochs = {epochs}: the convergence rule "
+                              f"(rules.convergence.window_frac {frac}) compares the last {math.ceil(frac * epochs)} "
+                              "epoch(s) with those before, so it needs at least one epoch more; with fewer every row "
+                              "reads not converged")
 
 
 def this_device() -> str:
@@ -348,7 +394,21 @@ def commit(plan: dict, studies: List[str], lock_file: str = "dvc.lock") -> List[
         print(f"{len(kept)} run(s) recorded in {lock_file} already with today's results: left as "
               f"recorded ({', '.join(kept[:3])}{', ...' if len(kept) > 3 else ''})", file=sys.stderr)
     if stages:
-        subprocess.run(["dvc", "commit", "-f", *stages], check=True)
+        rc = subprocess.run(["dvc", "commit", "-f", *stages]).returncode
+        if rc:
+            raise ConfigError(f"`dvc commit` of {len(stages)} run(s) failed (exit {rc}): DVC's message is above")
+    stale = {}
+    for s in studies:  # runs trained under another version of their study's plan block: their rows read post hoc
+        want = plan_mod.study_hash(plan, s)
+        old = [f"{c}/s{seed}" for _, c, seed in runs(plan, [s]) if finished(s, c, seed) and pipeline.read_json(
+            f"{cell_dir('results', c, seed, s)}/metrics.json").get("plan_hash") not in (None, want)]
+        if old:
+            stale[s] = old
+    for s, old in stale.items():
+        print(f"note: {len(old)} run(s) of {s} ({', '.join(old[:4])}{', ...' if len(old) > 4 else ''}) were trained "
+              f"under another version of its plan block (plan hash now {plan_mod.study_hash(plan, s)}): their rows "
+              f"read post hoc. To train them under today's plan, delete their folders under results/studies/{s}/ and "
+              f"checkpoints/studies/{s}/ and run the runner again", file=sys.stderr)
     return stages
 
 
@@ -372,11 +432,13 @@ def main(argv: List[str] | None = None) -> int:
         if args.studies == ["all"]:
             args.studies = list(plan["studies"])
         if args.commit:
+            preflight(plan, args.studies, running=False)
             print("\n".join(commit(plan, args.studies))
                   or "nothing to commit (no finished run that dvc.lock does not record)")
             return 0
         cells = [c for c in args.cells.split(",") if c]
         todo = [r for r in runs(plan, args.studies, cells) if not finished(*r)]  # checks the study names first
+        preflight(plan, list(dict.fromkeys(s for s, _, _ in todo)))
         for s in dict.fromkeys(s for s, _, _ in todo if plan["studies"][s].get("teacher")):
             back = bring_back_teacher(s)
             if back:
