@@ -699,9 +699,10 @@ def run_time(root: str = ".") -> str:
     run = _json(os.path.join(root, "results/run.json"))
     info = run.get("machine_info", {})
     cpu = _cpu(info, run["machine"])
-    head = (f"`make repro` on a fresh clone, {run['machine']}, {cpu}, {run['date']}: **{run['wall_s'] / 60:.1f} min "
-            f"wall-clock** for `dvc repro` (`results/run.json`).")
-    if run.get("dvc_other_s", 0.0) < 0:  # some stages' outputs came from an earlier run (see `outside` below)
+    if run.get("dvc_other_s", 0.0) >= 0:
+        head = (f"`make repro` on a fresh clone, {run['machine']}, {cpu}, {run['date']}: **{run['wall_s'] / 60:.1f} "
+                f"min wall-clock** for `dvc repro` (`results/run.json`).")
+    else:  # some stages' outputs came from an earlier run (see `outside` below)
         head = (f"`make repro`, {run['machine']}, {cpu}, {run['date']}: its stages' own timings add up to "
                 f"**{(run['wall_s'] - run['dvc_other_s']) / 60:.1f} min** (`stages_s`), what a whole run from a fresh clone takes at least; "
                 f"the recorded `dvc repro` took {run['wall_s'] / 60:.1f} min wall-clock (`results/run.json`), some of "
@@ -911,15 +912,14 @@ def missing_runs(plan: Dict[str, Any], runs: pd.DataFrame, root: str = ".") -> s
                 and not os.path.isfile(os.path.join(root, kept_path(name)))]
         n = f"{len(todo)} run{'s' if len(todo) > 1 else ''}"
         parts.append(f"{name}, cell{'s' if len(cells) > 1 else ''} {', '.join(cells)}: {n}, {where}"
-                     + (f"; {' and '.join(lost)} also need the study's own teacher, which was trained before the "
-                        f"runner kept study teachers in git (`{kept_path(name)}` does not exist), so only the machine "
-                        "whose DVC cache holds it can make them, and their rows stay incomplete without them"
-                        if lost else ""))
+                     + (f"; {' and '.join(lost)} also need the study's own teacher, trained before the runner kept "
+                        f"study teachers in git (no `{kept_path(name)}`): only the machine whose DVC cache holds it "
+                        "can make them; without them their rows stay incomplete" if lost else ""))
     if not parts:
         return ""
     planned = sum(_planned(st) for st in plan["studies"].values())
-    return (f"Runs not made yet ({total} of {planned}; `make evidence` lists and leaves out those the machine it runs "
-            "on must not make, plan.yaml `rules.machine`): " + "; ".join(parts) + ".")
+    return (f"Runs not made yet ({total} of {planned}; `make evidence` lists and leaves out those its machine must "
+            "not make, plan.yaml `rules.machine`): " + "; ".join(parts) + ".")
 
 
 def key_findings(root: str = ".") -> str:
@@ -1008,16 +1008,16 @@ def findings(c: pd.DataFrame, plan: Dict[str, Any], runs: pd.DataFrame) -> str:
         for r in g.itertuples():
             num = "no run" if not r.n else f"{r.mean:+.2f} {r.unit}" + _interval(r.ci_low, r.ci_high) + f", n = {r.n}"
             parts.append(f"  - {r.claim}: {num} — *{r.verdict}*")
-        late = runs[(runs.study == name) & ~runs.converged.astype(bool)]
+        mine = runs[runs.study == name]
+        late = mine[~mine.converged.astype(bool)]
         per_cell = st.get("convergence") == "cell_mean"  # then a run failing the rule withholds no row by itself
         why = [] if late.empty else [("  - failing the per-run rule (judged per cell, `convergence: cell_mean`: a "
                                       "row waits only for a cell whose runs fail it on average): " if per_cell else
                                       "  - not converged: ") + ", ".join(
             f"{r.cell} s{r.seed} (+{r.gain_last_pts:.3f} pt in its last quarter, threshold {r.threshold_pts:.3f})"
             for r in late.itertuples())]
-        mine = runs[runs.study == name]
-        count = ("" if mine.converged.astype(bool).all() else  # the plan's description says what the budget was for
-                 f" [{int(mine.converged.astype(bool).sum())} of {len(mine)} runs converged by the plan's rule]")
+        count = ("" if late.empty else  # the plan's description says what the budget was for
+                 f" [{len(mine) - len(late)} of {len(mine)} runs converged by the plan's rule]")
         out.append("\n".join([f"- **{name}** — {st['description'].rstrip('.')}"
                                + (" (judged per cell: `convergence: cell_mean`)" if per_cell and "cell_mean" not in
                                   st["description"] else "") + count + ":"] + parts + why))

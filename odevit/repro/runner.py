@@ -34,6 +34,7 @@ which every cell loads, is missing (a fresh clone: no DVC remote), it stops with
 from __future__ import annotations
 
 import argparse
+import functools
 import glob
 import hashlib
 import json
@@ -128,15 +129,12 @@ def preflight(plan: dict, studies: List[str], params_file: str = "params.yaml", 
                                   f"{s} in each of its places (docs/plan.md, 'Adding a study')")
             for entry in stages[s].get("params", []):
                 for key in (entry.get(plan_mod.PLAN_FILE, []) if isinstance(entry, dict) else []):
-                    for cell in st["cells"]:
-                        node, found = plan, True
-                        for part in key.replace("${item.cell}", cell).split("."):
-                            found = isinstance(node, dict) and part in node
-                            node = node[part] if found else None
-                        if not found:
-                            raise ConfigError(f"{plan_mod.PLAN_FILE}: {key.replace('${item.cell}', cell)} is missing: "
-                                              f"{dvc_file}'s stage {s} reads it (e.g. `base: {{precision: fp32}}` as "
-                                              "the other studies have)")
+                    for path in dict.fromkeys(key.replace("${item.cell}", c) for c in st["cells"]):
+                        try:
+                            functools.reduce(lambda node, k: node[k], path.split("."), plan)
+                        except (KeyError, TypeError):
+                            raise ConfigError(f"{plan_mod.PLAN_FILE}: {path} is missing: {dvc_file}'s stage {s} reads "
+                                              "it (e.g. `base: {precision: fp32}` as the other studies have)") from None
         if cfg is None:
             continue
         batch = plan_configs(cfg, s, plan=plan)[0]["base"].batch_size
@@ -370,6 +368,8 @@ def commit(plan: dict, studies: List[str], lock_file: str = "dvc.lock") -> List[
     accepted = equivalent_sources(source)
     lock = config.read_yaml(lock_file) if os.path.isfile(lock_file) else {}
     stages, kept = [], []
+    hashes = {s: plan_mod.study_hash(plan, s) for s in studies}
+    stale: Dict[str, List[str]] = {}  # runs trained under another version of their plan block: rows read post hoc
     for s in studies:  # a study's own teacher first: its cells' stages depend on it
         if plan["studies"][s].get("teacher") and study_teacher.finished(s):
             m = pipeline.read_json(f"{study_teacher.dirs(s)[1]}/metrics.json")
@@ -388,6 +388,8 @@ def commit(plan: dict, studies: List[str], lock_file: str = "dvc.lock") -> List[
         if m.get("source") not in accepted:
             raise SystemExit(f"{s}@{c}-{seed}: trained by other code (source {m.get('source')}, today's {source}, no "
                              f"equivalence record in {EQUIVALENCE}): rerun it, never adopt it")
+        if m.get("plan_hash") not in (None, hashes[s]):
+            stale.setdefault(s, []).append(f"{c}/s{seed}")
         rec = recorded(lock, f"{s}@{c}-{seed}", cell_dir("results", c, seed, s))
         (kept if rec else stages).append(f"{s}@{c}-{seed}")
     if kept:
@@ -397,16 +399,9 @@ def commit(plan: dict, studies: List[str], lock_file: str = "dvc.lock") -> List[
         rc = subprocess.run(["dvc", "commit", "-f", *stages]).returncode
         if rc:
             raise ConfigError(f"`dvc commit` of {len(stages)} run(s) failed (exit {rc}): DVC's message is above")
-    stale = {}
-    for s in studies:  # runs trained under another version of their study's plan block: their rows read post hoc
-        want = plan_mod.study_hash(plan, s)
-        old = [f"{c}/s{seed}" for _, c, seed in runs(plan, [s]) if finished(s, c, seed) and pipeline.read_json(
-            f"{cell_dir('results', c, seed, s)}/metrics.json").get("plan_hash") not in (None, want)]
-        if old:
-            stale[s] = old
     for s, old in stale.items():
         print(f"note: {len(old)} run(s) of {s} ({', '.join(old[:4])}{', ...' if len(old) > 4 else ''}) were trained "
-              f"under another version of its plan block (plan hash now {plan_mod.study_hash(plan, s)}): their rows "
+              f"under another version of its plan block (plan hash now {hashes[s]}): their rows "
               f"read post hoc. To train them under today's plan, delete their folders under results/studies/{s}/ and "
               f"checkpoints/studies/{s}/ and run the runner again", file=sys.stderr)
     return stages

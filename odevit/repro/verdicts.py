@@ -498,14 +498,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     claims = with_power(pd.concat([judge(plan, n, args.results, teacher, r) for n, r in by_study.items()],
                                   ignore_index=True), power)
     runs = pd.concat([r.assign(study=n) for n, r in by_study.items()], ignore_index=True)
-    pipeline.write_csv(claims.round(4), f"{args.out}/claims.csv")
+    rounded = claims.round(4)  # claims.csv's values; claims.md prints these (as the README does), not rounded twice
+    pipeline.write_csv(rounded, f"{args.out}/claims.csv")
     pipeline.write_csv(runs.round(4), f"{args.out}/runs.csv")
     pipeline.write_csv(power.round(4), f"{args.out}/power.csv")
     pipeline.write_csv(machine_shift(plan, args.results, by_study).round(4), f"{args.out}/machine_shift.csv")
     pipeline.write_csv(run_time(plan, args.results), f"{args.out}/run_time.csv")
     cols = ["study", "question", "status", "n", "mean", "ci_low", "ci_high", "converged", "verdict"]
-    with open(f"{args.out}/claims.md", "w") as f:  # claims.csv's values printed to 2 decimals, as the README prints
-        f.write(claims.round(4)[cols].to_markdown(index=False, floatfmt=".2f") + "\n")  # them (not rounded twice)
+    with open(f"{args.out}/claims.md", "w") as f:
+        f.write(rounded[cols].to_markdown(index=False, floatfmt=".2f") + "\n")
     fig = figure(claims, plan)
     pipeline.save_figure(fig, f"{args.out}/verdicts.png")
     images = pipeline.read_json(os.path.join(args.results, "02_teacher/metrics.json"))["train_images"]
