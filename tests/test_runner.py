@@ -1,5 +1,12 @@
-"""The plan runner: which runs it schedules, and which training sources its dvc commit accepts."""
+"""The plan runner: which runs it schedules, which training sources its dvc commit accepts, and that stopping it
+stops its runs."""
 import json
+import multiprocessing
+import os
+import signal
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -316,3 +323,78 @@ def test_commit_notes_runs_trained_under_another_plan_version(monkeypatch, capsy
         P.load("plan.yaml"), "confirm_3k")})
     runner.commit(P.load("plan.yaml"), ["confirm_3k"])
     assert "note:" not in capsys.readouterr().err
+
+
+FAKE_RUN = """# a stand-in for a training run: it starts a helper in its process group (as a DataLoader starts its
+# workers) that ignores SIGTERM, so that only SIGKILL ends it; each marks itself up in the folder argv[1], then sleeps
+import os, signal, subprocess, sys, time
+if sys.argv[2:] == ["helper"]:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+else:
+    subprocess.Popen([sys.executable, __file__, sys.argv[1], "helper"])
+open(os.path.join(sys.argv[1], str(os.getpid())), "w").close()
+time.sleep(120)
+"""
+
+
+def _running(marker: str) -> list:
+    """The pids of the live processes (not zombies) whose command line holds `marker`, from /proc."""
+    out = []
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and marker in (d / "cmdline").read_bytes().decode(errors="replace") \
+                    and (d / "stat").read_text().rsplit(")", 1)[1].split()[0] not in "ZX":
+                out.append(int(d.name))
+        except OSError:
+            continue  # ended while read
+    return out
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=lambda s: s.name)
+def test_a_stop_signal_ends_every_run_the_runner_started_and_their_process_groups(tmp_path, monkeypatch, sig):
+    """`runner.main` with two runs at a time (each a session of its own, with a helper in its group that ignores
+    SIGTERM) is sent a stop signal while they run: it ends both groups (the helpers by SIGKILL after GRACE_S), waits
+    for them and exits 128 + the signal with one line saying they resume from their last.pt. Without the handler the
+    runner dies alone and the runs train on: the test fails on the survivors. The runner is a fork of this process
+    (its imports done: a fresh interpreter would spend ~10 s importing torch); only the command it starts is faked."""
+    seeds = P.load("plan.yaml")["studies"]["confirm_3k"]["seeds"]
+    assert len(seeds) > 2  # two running, the others waiting: none of those may start after the signal
+    up = tmp_path / "up"
+    up.mkdir()
+    (tmp_path / "fake_run.py").write_text(FAKE_RUN)
+    monkeypatch.setattr(runner, "finished", lambda s, c, seed: False)
+    monkeypatch.setattr(runner, "missing_teacher", lambda todo: None)
+    monkeypatch.setattr(runner, "refusals", lambda *a: {})
+    monkeypatch.setattr(runner, "cell_dir", lambda kind, c, seed, s: str(tmp_path / kind / c / f"s{seed}"))
+    monkeypatch.setattr(runner, "command", lambda s, c, seeds: [sys.executable, str(tmp_path / "fake_run.py"), str(up)])
+    monkeypatch.setattr(runner, "GRACE_S", 1.0)
+    out = tmp_path / "runner.txt"
+
+    def the_runner():
+        sys.stdout = sys.stderr = open(out, "w", buffering=1)
+        sys.exit(runner.main(["confirm_3k", "--cells", "free", "--jobs", "2", "--threads", "1"]))
+
+    proc = multiprocessing.get_context("fork").Process(target=the_runner)
+    proc.start()
+    try:
+        t0 = time.monotonic()
+        while len(os.listdir(up)) < 4:  # both runs and their helpers are up
+            assert proc.is_alive() and time.monotonic() - t0 < 60, out.read_text()
+            time.sleep(0.05)
+        os.kill(proc.pid, sig)
+        proc.join(30)
+        assert not proc.is_alive(), "the runner did not exit"
+        assert _running(str(up)) == [], f"{sig.name}: the runner's runs survive it"
+        text = out.read_text()
+        assert proc.exitcode == 128 + sig, text
+        assert len(os.listdir(up)) == 4  # no run started after the signal
+        line = text.strip().splitlines()[-1]
+        assert line.startswith(f"runner stopped by {sig.name}: 2 running process(es) ended and waited for "
+                               f"(confirm_3k@free-{seeds[0]}, confirm_3k@free-{seeds[1]})"), text
+        assert "every stopped run resumes from its last.pt next time" in line
+    finally:
+        for pid in _running(str(up)):  # a failed test leaves nothing behind
+            os.kill(pid, signal.SIGKILL)
+        if proc.is_alive():
+            proc.kill()

@@ -13,7 +13,11 @@ what `dvc repro STUDY@CELL-SEED` writes; its output goes to checkpoints/studies/
 each metrics.json naming its `trained_together` seeds). A run whose
 metrics.json exists is finished and skipped. `--deadline S`: no run starts after S seconds and running ones are
 stopped (SIGTERM) at S; each resumes from its last.pt next time. The exit code is 1 when a run failed (not when one
-was stopped at the deadline), else 0. `--commit` records each finished run in dvc.lock
+was stopped at the deadline), else 0. Each run is a process session of its own, so stop the runner, not its runs:
+SIGTERM, SIGINT (Ctrl-C) or SIGHUP to it ends every run it started (the whole process group: SIGTERM, SIGKILL after
+GRACE_S or at a second signal), waits for them and exits 128 + the signal's number with one line saying that each
+stopped run resumes from its last.pt next time (`stop`, `Stopped`); SIGKILL to the runner alone would leave them
+training. `--commit` records each finished run in dvc.lock
 (`dvc commit`), after checking that it was trained by this code (its metrics.json's `source` = the training source's
 hash now) under this plan: a run made by other code is refused, never adopted; a run recorded already whose
 checkpoints this machine's DVC cache lacks (no DVC remote) is left as recorded. A study that trains its own teacher
@@ -34,6 +38,7 @@ which every cell loads, is missing (a fresh clone: no DVC remote), it stops with
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import glob
 import hashlib
@@ -44,6 +49,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
@@ -284,43 +290,164 @@ def missing_teacher(todo: List[Tuple[str, str, int]]) -> Optional[str]:
             "clone has none): `python -m odevit.repro.restore` rebuilds it from the published weights, checked")
 
 
+def command(study: str, cell: str, seeds: Tuple[int, ...]) -> List[str]:
+    """The stage command of (study, cell, seeds), or of the study's own teacher (cell 'teacher', no seeds)."""
+    cmd = (["odevit.repro.study", cell, *map(str, seeds), "--study", study] if seeds
+           else ["odevit.repro.study_teacher", study])
+    return [sys.executable, "-m", *cmd]
+
+
 def launch(study: str, cell: str, seeds: Tuple[int, ...], threads: int) -> subprocess.Popen:
-    """The stage command of (study, cell, seed), of several seeds trained together, or of the study's own teacher
-    (cell 'teacher', no seeds); output to the first seed's (the teacher's) checkpoint folder's log.txt."""
+    """Start `command(study, cell, seeds)` in a process session of its own (its pid is its process group's id: `stop`
+    ends the group, DataLoader workers included; a Ctrl-C in the runner's terminal does not reach it, the runner's
+    handler does); output to the first seed's (the teacher's) checkpoint folder's log.txt."""
     ckpt = cell_dir("checkpoints", cell, seeds[0], study) if seeds else study_teacher.dirs(study)[0]
     os.makedirs(ckpt, exist_ok=True)
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), PYTHONUNBUFFERED="1")
-    log = open(os.path.join(ckpt, "log.txt"), "a")
-    cmd = (["odevit.repro.study", cell, *map(str, seeds), "--study", study] if seeds
-           else ["odevit.repro.study_teacher", study])
-    return subprocess.Popen([sys.executable, "-m", *cmd], stdout=log, stderr=subprocess.STDOUT, env=env,
-                            start_new_session=True)
+    with open(os.path.join(ckpt, "log.txt"), "a") as log:  # the child has its own copy of the descriptor
+        return subprocess.Popen(command(study, cell, seeds), stdout=log, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+GRACE_S = 30.0  # after SIGTERM a run's process group has this long to end (a training process ends at once: SystemExit
+# through its loop, which completes its provenance record); then SIGKILL. A second stop signal: SIGKILL at once
+_asked: List[int] = []  # the stop signals received while `stopping()` is in force, in order
+_depth = [0]
+
+
+class Stopped(Exception):
+    """The runner was asked to stop (`STOP_SIGNALS`): its running processes were ended and waited for (`stop`).
+    `stopped`: their (study, cell, seeds); `done`: (study, cell, seeds, returncode) of those that had ended before."""
+
+    def __init__(self, signum: int, stopped: List[Tuple], done: List[Tuple]):
+        super().__init__(signal.Signals(signum).name)
+        self.signum, self.stopped, self.done = signum, stopped, done
+
+    def line(self) -> str:
+        names = [label(*key) for key in self.stopped]
+        return (f"runner stopped by {signal.Signals(self.signum).name}: {len(names)} running process(es) ended and "
+                f"waited for ({', '.join(names[:4]) + (', ...' if len(names) > 4 else '') or 'none'}); every "
+                "stopped run resumes from its last.pt next time (the same command; a run stopped in its first epoch "
+                "starts again), and runs not started yet start then")
+
+
+def _note(signum: int, frame: object) -> None:
+    _asked.append(signum)  # acted on by run_all between two polls, never in the middle of a launch or a copy
+
+
+@contextlib.contextmanager
+def stopping():
+    """While in force (re-entrant), SIGTERM, SIGINT and SIGHUP do not end the runner where it stands: its runs, each
+    in a session of its own, would train on without it. The signal is noted; `run_all` then ends every running
+    process's group, waits for it and raises `Stopped`. Outside the main thread, where Python cannot handle signals,
+    nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {}
+    if _depth[0] == 0:
+        _asked.clear()
+        old = {s: signal.signal(s, _note) for s in STOP_SIGNALS}
+    _depth[0] += 1
+    try:
+        yield
+    finally:
+        _depth[0] -= 1
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def _nap(seconds: float) -> None:
+    """Sleep up to `seconds`, less once a stop signal is noted."""
+    end = time.monotonic() + seconds
+    while not _asked and time.monotonic() < end:
+        time.sleep(0.1)
+
+
+def _group_alive(p: subprocess.Popen) -> bool:
+    """Whether child `p` or any process of its group (pgid = its pid) is still running (zombies are not)."""
+    if p.poll() is None:
+        return True
+    if not os.path.isdir("/proc"):
+        try:
+            os.killpg(p.pid, 0)
+            return True
+        except (ProcessLookupError, PermissionError):
+            return False
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    state, _, pgrp = f.read().rsplit(")", 1)[1].split()[:3]
+            except (OSError, ValueError, IndexError):
+                continue  # ended while read
+            if int(pgrp) == p.pid and state not in "ZX":
+                return True
+    return False
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass  # ended already
+
+
+def stop(procs: List[subprocess.Popen], grace: Optional[float] = None) -> None:
+    """End the runs' processes and wait for them: SIGTERM to each one's process group (the training process saves
+    nothing half-written: last.pt is replaced atomically, once an epoch), then SIGKILL to a group still there after
+    `grace` seconds (GRACE_S) or at another stop signal; returns once every child is reaped and its group is gone."""
+    grace = GRACE_S if grace is None else grace
+    for p in procs:
+        _signal_group(p.pid, signal.SIGTERM)
+    asked, end = len(_asked), time.monotonic() + grace
+    while any(_group_alive(p) for p in procs) and time.monotonic() < end and len(_asked) == asked:
+        time.sleep(0.1)
+    for p in procs:
+        if _group_alive(p):
+            _signal_group(p.pid, signal.SIGKILL)
+    for p in procs:
+        p.wait()
+    end = time.monotonic() + 10  # SIGKILL is not deferred; this only waits for the kernel to tear the group down
+    while any(_group_alive(p) for p in procs) and time.monotonic() < end:
+        time.sleep(0.05)
 
 
 def run_all(todo: List[Tuple[str, str, Tuple[int, ...]]], jobs: int, threads: int, deadline: float) -> List[Tuple]:
     """Run `todo` (study, cell, seeds) `jobs` processes at a time until done or `deadline` seconds; returns
-    (study, cell, seeds, returncode)."""
+    (study, cell, seeds, returncode). A stop signal (`stopping`) or an error here ends the running processes first
+    (`stop`): none outlives the runner; a signal then raises `Stopped`."""
     t0, pending, active, done = time.time(), list(todo), {}, []
     bar = tqdm(total=len(todo), desc="runs", unit="run")
-    while pending or active:
-        late = deadline > 0 and time.time() - t0 > deadline
-        while pending and len(active) < jobs and not late:
-            key = pending.pop(0)
-            active[key] = launch(*key, threads)
-        for key, p in list(active.items()):
-            if p.poll() is not None:
-                done.append((*key, p.returncode))
-                del active[key]
-                bar.update(1)
-        if late:
-            for p in active.values():
-                os.killpg(p.pid, signal.SIGTERM)  # resumes from last.pt next time
-            for key, p in active.items():
-                p.wait()
-                done.append((*key, "stopped at the deadline"))
-            break
-        time.sleep(2)
-    bar.close()
+    with stopping():
+        try:
+            while pending or active:
+                if _asked:
+                    stop(list(active.values()))
+                    stopped = list(active)
+                    active.clear()
+                    raise Stopped(_asked[0], stopped, done)
+                late = deadline > 0 and time.time() - t0 > deadline
+                while pending and len(active) < jobs and not late and not _asked:
+                    key = pending.pop(0)
+                    active[key] = launch(*key, threads)
+                for key, p in list(active.items()):
+                    if p.poll() is not None:
+                        done.append((*key, p.returncode))
+                        del active[key]
+                        bar.update(1)
+                if late:
+                    stop(list(active.values()))  # each resumes from its last.pt next time
+                    done.extend((*key, "stopped at the deadline") for key in active)
+                    active.clear()
+                    break
+                _nap(2)
+        except BaseException:
+            stop(list(active.values()))  # a crash of the runner (or Stopped: nothing left running) ends its runs too
+            raise
+        finally:
+            bar.close()
     return done
 
 
@@ -459,6 +586,27 @@ def main(argv: List[str] | None = None) -> int:
     for why in dict.fromkeys(refused.values()):  # before anything starts; the others go on
         left_out = [f"{s}@{c}-{seed}" for (s, c, seed), w in refused.items() if w == why]
         print(f"not run here ({len(left_out)}): {', '.join(left_out)}: {why}", file=sys.stderr, flush=True)
+    try:
+        with stopping():  # from the first run on, a stop signal ends the runs started, then the runner
+            rc = _train(args, todo, first, procs, taught)
+            if _asked:  # noted after the last poll (e.g. while a teacher was kept): nothing is running any more
+                raise Stopped(_asked[0], [], [])
+        return rc
+    except Stopped as e:
+        for s, c, seeds, rc in e.done:  # those that ended before the signal
+            print(f"{label(s, c, seeds)}: {'done' if rc == 0 else rc}", flush=True)
+        print(e.line(), file=sys.stderr, flush=True)
+        return 128 + e.signum  # non-zero: `make evidence` stops before committing
+
+
+def label(study: str, cell: str, seeds: Tuple[int, ...]) -> str:
+    """A process's runs as their stages are named: STUDY@CELL-SEED[/SEED...], or the study teacher's stage."""
+    return f"{study}@{cell}-{'/'.join(map(str, seeds))}" if seeds else study_teacher.stage(study)
+
+
+def _train(args: argparse.Namespace, todo: List[Tuple[str, str, int]], first: List[Tuple], procs: List[Tuple],
+           taught: Set[Tuple[str, str]]) -> int:
+    """The studies' own teachers, then their cells (`main`); the exit code: 1 when a run failed, else 0."""
     t0, failed = time.time(), []
     if first:  # the studies' own teachers, before any cell (some cells distil from them)
         print(f"{len(first)} study teacher(s) to train first: {', '.join(s for s, _, _ in first)}", flush=True)
@@ -476,10 +624,9 @@ def main(argv: List[str] | None = None) -> int:
     print(f"{len(todo)} runs to do in {len(procs)} processes, {args.jobs} at a time, {args.threads} threads each",
           flush=True)
     for s, c, seeds, rc in run_all(procs, args.jobs, args.threads, left):
-        label = f"{s}@{c}-{'/'.join(map(str, seeds))}"
-        print(f"{label}: {'done' if rc == 0 else rc}", flush=True)
+        print(f"{label(s, c, seeds)}: {'done' if rc == 0 else rc}", flush=True)
         if isinstance(rc, int) and rc != 0:
-            failed.append(label)
+            failed.append(label(s, c, seeds))
     if failed:  # a stop at the deadline is not a failure (it resumes); a crash is, and `make evidence-gpu` stops there
         print(f"failed ({len(failed)}; each log.txt in its checkpoint folder says why): {', '.join(failed)}",
               file=sys.stderr, flush=True)
