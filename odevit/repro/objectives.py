@@ -59,6 +59,7 @@ def distill(
     cache: Optional[torch.Tensor] = None,
     jasmin_maps_from: str = "steps",
     step_schedules: Optional[Dict[int, Sequence[int]]] = None,
+    num_steps: Optional[int] = None,
 ):
     """Teacher-student: the student's states at c_l pass through the teacher's h_l (MSE), + JaSMin, + CE from
     `ce_from_epoch` (curriculum), + the published attention-map L1 term (off by default).
@@ -68,7 +69,9 @@ def distill(
     `cache` (n, L, D): the teacher's CLS states h_1..h_L of every training sample (see `teacher_cls_cache`); with
     it, batches that come with their sample indices skip the teacher forward.
     `step_schedules` {N: checkpoints for N} (distill.train_steps): each batch integrates with an N drawn uniformly
-    from its keys (torch's RNG: seeded, and saved with last.pt) and is compared at that N's checkpoints."""
+    from its keys (torch's RNG: seeded, and saved with last.pt) and is compared at that N's checkpoints.
+    `num_steps`: integrate every batch with this N (`checkpoints` then are that N's), the model's own N otherwise;
+    the fast path (`fast.py`) draws N outside the objective and builds one objective per N."""
     choices = sorted(step_schedules) if step_schedules else []
     teacher.eval()
     for p in teacher.parameters():
@@ -79,12 +82,12 @@ def distill(
     def objective(model, x, y, epoch, idx=None):
         with torch.no_grad():
             if cache is not None and idx is not None:
-                h = cache[idx.cpu()].to(x.device)  # (B, L, D)
+                h = cache[idx.to(cache.device)].to(x.device)  # (B, L, D); a cache on the device: no host sync
                 hs = [h[:, :1]] + [h[:, l : l + 1] for l in range(h.shape[1])]  # h_0 is never compared
             else:
                 hs = hidden_states(teacher, x)
             t_attn = last_attention(teacher, x) if attn_l1_weight > 0 else None
-        n, ckpts = None, checkpoints
+        n, ckpts = num_steps, checkpoints
         if choices:
             n = choices[int(torch.randint(len(choices), (1,)))]
             ckpts = step_schedules[n]

@@ -1,0 +1,30 @@
+#!/bin/bash
+# Plan v2's runs on one lent GPU machine (torch there, no network, DVC or apt): run from the repository root of a
+# copy of the working tree with .gpu/fmnist/*.gz (Fashion-MNIST's four files) and checkpoints/02_teacher (plan 1's
+# teacher: the weak cell's; else rebuilt from weights/ by odevit.repro.restore) carried along, and .gpu/resume.tgz
+# (an earlier call's $OUT/v2_runs.tgz) to go on from. The runs are the command of plan_v2.yaml (rules.made_by):
+#   python -m odevit.repro.fast plan_v2.yaml --deadline DEADLINE
+# Every group stops after the epoch that passes DEADLINE seconds and resumes from its last.pt next time. Brings back
+# $OUT/v2_runs.tgz (results/v2 and the teacher seeds' best.pt) and $OUT/log.txt.
+# usage: DEADLINE=470 bash docs/evidence/v2_gpu.sh
+set -uo pipefail
+: "${DEADLINE:=470}" "${OUT:?OUT: the folder whose files come back}"
+export PYTHONUNBUFFERED=1
+FM=/usr/share/datasets/fashion-mnist
+[ -f "$FM/t10k-labels-idx1-ubyte.gz" ] || { mkdir -p "$FM" && cp .gpu/fmnist/*.gz "$FM/"; }
+[ -f .gpu/resume.tgz ] && tar xzf .gpu/resume.tgz && echo "resumed from .gpu/resume.tgz"
+[ -f checkpoints/02_teacher/best.pt ] || python3 -m odevit.repro.restore
+nvidia-smi -L; python3 -c "import torch, timm; print('torch', torch.__version__, 'timm', timm.__version__)"
+t0=$(date +%s)
+python3 -m odevit.repro.fast plan_v2.yaml --deadline "$DEADLINE" 2>&1 | tee "$OUT/log.txt"
+rc=${PIPESTATUS[0]}
+if [ "$rc" != 0 ] && [ "$rc" != 3 ]; then  # 3 = the deadline came first (resumable); else the CUDA-graph path failed:
+  left=$(( DEADLINE - ($(date +%s) - t0) ))   # said in the log, and the rest made eagerly, never silently
+  echo "FAST PATH FAILED (rc $rc): the remaining ${left} s run eagerly (--no-graphs)" | tee -a "$OUT/log.txt"
+  python3 -m odevit.repro.fast plan_v2.yaml --no-graphs --deadline "$left" 2>&1 | tee -a "$OUT/log.txt"
+  rc=${PIPESTATUS[0]}
+fi
+keep=(results/v2)
+ls checkpoints/v2/teacher/s*/best.pt >/dev/null 2>&1 && keep+=(checkpoints/v2/teacher/s*/best.pt)
+tar czf "$OUT/v2_runs.tgz" "${keep[@]}" && echo "$OUT/v2_runs.tgz: ${keep[*]}"
+exit $rc

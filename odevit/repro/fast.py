@@ -1,0 +1,733 @@
+"""The fast path: K seeds of one cell trained as one stacked model, every step on the device (issue 54).
+
+What `train.fit_many` computes, without its per-step host work: the K models' parameters live stacked (K, ...) as
+the optimiser's leaves (one AdamW over them is K AdamWs: it is elementwise); the training images, labels and the
+teacher's cached CLS states sit on the device and each step gathers its batch there from the indices the plain
+loader would serve (`data.Loader.indices`: the same batches, in the same order); clipping is per model on the
+stacked gradients; the finiteness check is read once an epoch, not once a step; on CUDA the whole step (batch
+gather, vmapped objective, backward, clipping, AdamW) is captured once as a CUDA graph and replayed. Evaluation
+scores the K models at once (vmap) on large batches. On the CPU the same code runs eagerly: it equals the plain path
+to floating-point rounding (tests/test_fast.py).
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+Objective = Callable[..., Tuple[torch.Tensor, Dict[str, torch.Tensor]]]
+
+
+def lr_factor(step: int, total: int, warmup_steps: int, floor: float = 0.0, floor_frac: float = 0.0) -> float:
+    """Linear warm-up from 0, cosine from 1 down to `floor` over the steps up to (1 - floor_frac) of `total`, then
+    constant at `floor` (plan v2's schedule: the last `floor_frac` of the steps at a fixed, non-negligible LR, where a
+    run still learning keeps gaining). floor 0, floor_frac 0: `train.lr_factor` (one cycle), value for value."""
+    if step < warmup_steps:
+        return step / max(1, warmup_steps)
+    end = total - int(round(floor_frac * total))
+    progress = (step - warmup_steps) / max(1, end - warmup_steps)
+    if progress >= 1.0:
+        return floor
+    return floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+@dataclass
+class Data:
+    """A split resident on the device: normalised images (n, C, H, W) and labels (n,)."""
+    x: torch.Tensor
+    y: torch.Tensor
+
+    @staticmethod
+    def of(loader: Any, device: torch.device) -> "Data":
+        """Every image of a loader in index order (no augmentation), moved to the device once."""
+        xs, ys = zip(*[(x, y) for x, y in loader.batches(0, ordered=True)]) if hasattr(loader, "batches") else zip(*loader)
+        return Data(torch.cat(xs).to(device), torch.cat(ys).to(device))
+
+
+def augment(x: torch.Tensor, g: torch.Generator, pad: int = 2) -> torch.Tensor:
+    """Random crop (zero padding `pad`) + horizontal flip per image of a (..., C, H, W) batch, on x's device; the
+    draws come from the CPU generator g (seeded per run: a resumed run draws what it would have drawn)."""
+    lead, (c, h, w) = x.shape[:-3], x.shape[-3:]
+    xb = x.reshape(-1, c, h, w)
+    n = xb.shape[0]
+    off = torch.randint(0, 2 * pad + 1, (n, 2), generator=g).to(x.device)
+    flip = torch.randint(0, 2, (n,), generator=g).to(x.device).bool()
+    xp = F.pad(xb, (pad, pad, pad, pad))
+    rows = (off[:, 0:1] + torch.arange(h, device=x.device)).view(n, 1, h, 1).expand(n, c, h, w + 2 * pad)
+    xr = xp.gather(2, rows)
+    cols = (off[:, 1:2] + torch.arange(w, device=x.device)).view(n, 1, 1, w).expand(n, c, h, w)
+    xc = xr.gather(3, cols)
+    return torch.where(flip.view(n, 1, 1, 1), xc.flip(-1), xc).reshape(*lead, c, h, w)
+
+
+def _fused_off(model: nn.Module) -> List[Tuple[nn.Module, str, bool]]:
+    """Switch the fused attention kernels off (their backward fails under vmap on CUDA); returns how to restore."""
+    out = []
+    for m in model.modules():
+        for attr in ("fused", "fused_attn"):
+            if hasattr(m, attr) and isinstance(getattr(m, attr), bool):
+                out.append((m, attr, getattr(m, attr)))
+                setattr(m, attr, False)
+    return out
+
+
+class Stacked:
+    """K models of one architecture as one: stacked parameters and buffers, called under torch.func.vmap."""
+
+    def __init__(self, models: Sequence[nn.Module], device: torch.device):
+        self.template = models[0]
+        self.names = [n for n, _ in self.template.named_parameters()]
+        self.trainable = {n for n, p in self.template.named_parameters() if p.requires_grad}
+        self.ndim = {n: p.ndim for n, p in self.template.named_parameters()}
+        with torch.no_grad():
+            self.params = {n: torch.stack([dict(m.named_parameters())[n].detach() for m in models]).to(device)
+                           .requires_grad_(n in self.trainable) for n in self.names}
+            self.buffers = {n: torch.stack([b.detach() for b in [dict(m.named_buffers())[n] for m in models]]).to(device)
+                            for n, _ in self.template.named_buffers()}
+        self.K = len(models)
+        _fused_off(self.template)
+
+    def leaves(self) -> List[torch.Tensor]:
+        return [self.params[n] for n in self.names if n in self.trainable]
+
+    def vmap(self, fn: Callable[..., Any], *args: Any, in_dims: Any = 0) -> Any:
+        """fn(model_k, *args_k) for every k at once: model_k is the template under model k's parameters
+        (`train.OneOfMany`, what the objectives call)."""
+        from .train import OneOfMany
+
+        template = self.template
+
+        def one(p: Dict[str, torch.Tensor], b: Dict[str, torch.Tensor], *a: Any) -> Any:
+            return fn(OneOfMany(template, p, b), *a)
+
+        dims = (0, 0) + (tuple(in_dims) if isinstance(in_dims, (list, tuple)) else (in_dims,) * len(args))
+        return torch.func.vmap(one, in_dims=dims, randomness="same")(self.params, self.buffers, *args)
+
+    def state_dict(self, k: int) -> Dict[str, torch.Tensor]:
+        """Model k's state_dict (what `best.pt` of the plain path holds)."""
+        sd = {n: t[k].detach().clone().cpu() for n, t in self.params.items()}
+        sd.update({n: t[k].detach().clone().cpu() for n, t in self.buffers.items()})
+        return {n: sd[n] for n in self.template.state_dict()}
+
+    def load_into(self, k: int, model: nn.Module) -> nn.Module:
+        model.load_state_dict(self.state_dict(k))
+        return model
+
+
+@dataclass
+class Optim:
+    lr: float
+    weight_decay: float
+    warmup: float
+    clip: float
+    epochs: int
+    floor: float = 0.0
+    floor_frac: float = 0.0
+
+
+@dataclass
+class Group:
+    """The training state of K stacked models: parameters, one AdamW, the step count and every model's history."""
+    stacked: Stacked
+    opt: torch.optim.Optimizer
+    cfg: Optim
+    steps_per_epoch: int
+    histories: List[List[Dict[str, float]]] = field(default_factory=list)
+    best: List[float] = field(default_factory=list)
+    epoch: int = 0
+    best_params: Dict[str, torch.Tensor] = field(default_factory=dict)  # each model's best-validation weights
+
+
+def new_group(models: Sequence[nn.Module], cfg: Optim, steps_per_epoch: int, device: torch.device) -> Group:
+    """Stack the models; AdamW with `train.new_run`'s two groups (weight decay on matrices, none on vectors)."""
+    s = Stacked(models, device)
+    leaves = [(n, s.params[n]) for n in s.names if n in s.trainable]
+    cuda = device.type == "cuda"
+    lr = torch.tensor(cfg.lr, device=device) if cuda else cfg.lr
+    opt = torch.optim.AdamW([{"params": [p for n, p in leaves if s.ndim[n] >= 2], "weight_decay": cfg.weight_decay},
+                             {"params": [p for n, p in leaves if s.ndim[n] < 2], "weight_decay": 0.0}], lr=lr,
+                            capturable=cuda, foreach=cuda)
+    return Group(s, opt, cfg, steps_per_epoch, [[] for _ in models], [-1.0] * len(models))
+
+
+def _clip_(leaves: List[torch.Tensor], clip: float) -> torch.Tensor:
+    """Per-model gradient clipping of stacked gradients, as torch.nn.utils.clip_grad_norm_ does per model; returns
+    the K total norms (before clipping)."""
+    norms = torch.stack([torch.linalg.vector_norm(p.grad.flatten(1), 2, dim=1) for p in leaves])  # (P, K)
+    total = torch.linalg.vector_norm(norms, 2, dim=0)
+    coef = torch.clamp(clip / (total + 1e-6), max=1.0)
+    for p in leaves:
+        p.grad.mul_(coef.view(-1, *([1] * (p.grad.ndim - 1))))
+    return total
+
+
+class Stepper:
+    """One optimiser step of a group: inputs are written into static tensors, the step runs eagerly (CPU, or the
+    first CUDA steps) or as a replayed CUDA graph (captured per distinct objective key)."""
+
+    def __init__(self, group: Group, objective: Callable[[Any], Objective], device: torch.device, graphs: bool):
+        self.g, self.objective, self.device = group, objective, device
+        self.use_graphs = graphs and device.type == "cuda"
+        self.sums: Dict[str, torch.Tensor] = {}
+        self.bad = torch.zeros((), dtype=torch.bool, device=device)
+        self.static: Dict[Any, Dict[str, torch.Tensor]] = {}
+        self.warm: Dict[Any, int] = {}
+
+    def _compute(self, key: Any, x: torch.Tensor, y: torch.Tensor, idx: torch.Tensor, epoch: int
+                 ) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
+        obj = self.objective(key)
+        s = self.g.stacked
+        losses, parts = s.vmap(lambda m, xk, yk, ik: obj(m, xk, yk, epoch, ik), x, y, idx)
+        for p in s.leaves():
+            p.grad = None  # backward writes fresh gradients (inside a captured graph: from its memory pool)
+        losses.sum().backward()
+        norms = _clip_(s.leaves(), self.g.cfg.clip)
+        self.g.opt.step()
+        out = {k: v.detach().double() for k, v in dict(parts, loss=losses).items()}
+        out["_bad"] = ~(torch.isfinite(losses).all() & torch.isfinite(norms).all())
+        return losses, out
+
+    def step(self, key: Any, x: torch.Tensor, y: torch.Tensor, idx: torch.Tensor, epoch: int, lr: float) -> None:
+        for grp in self.g.opt.param_groups:
+            if torch.is_tensor(grp["lr"]):
+                grp["lr"].fill_(lr)
+            else:
+                grp["lr"] = lr
+        if not self.use_graphs:
+            _, out = self._compute(key, x, y, idx, epoch)
+        else:
+            out = self._graph_step(key, x, y, idx, epoch)
+        for k, v in out.items():
+            if k == "_bad":
+                self.bad |= v
+            else:
+                self.sums[k] = self.sums[k] + v if k in self.sums else v.clone()
+
+    def _graph_step(self, key: Any, x: torch.Tensor, y: torch.Tensor, idx: torch.Tensor, epoch: int
+                    ) -> Dict[str, torch.Tensor]:
+        gkey = (key, tuple(x.shape))
+        if gkey not in self.static:
+            n = self.warm.get(gkey, 0)
+            if n < 3:  # eager warm-up steps on a side stream (real steps of the run), then capture
+                self.warm[gkey] = n + 1
+                st = torch.cuda.Stream()
+                st.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(st):
+                    _, out = self._compute(key, x, y, idx, epoch)
+                torch.cuda.current_stream().wait_stream(st)
+                return out
+            sx, sy, si = x.clone(), y.clone(), idx.clone()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                _, out = self._compute(key, sx, sy, si, epoch)
+            self.static[gkey] = {"x": sx, "y": sy, "idx": si, "graph": graph, "out": out}
+        s = self.static[gkey]
+        s["x"].copy_(x)
+        s["y"].copy_(y)
+        s["idx"].copy_(idx)
+        s["graph"].replay()
+        return {k: v.clone() for k, v in s["out"].items()}
+
+    def end_epoch(self, n_batches: int) -> List[Dict[str, float]]:
+        """The epoch's mean logged parts per model (one host read); FloatingPointError if any step was non-finite."""
+        if bool(self.bad):
+            raise FloatingPointError("non-finite loss or gradient during this epoch: training stopped (lower lr or "
+                                     "raise clip); the last good checkpoint is the previous epoch's last.pt")
+        per = {k: (v / max(1, n_batches)).tolist() for k, v in self.sums.items()}
+        self.sums = {}
+        return [{f"train_{k}": v[i] for k, v in per.items()} for i in range(self.g.stacked.K)]
+
+
+@torch.no_grad()
+def evaluate(stacked: Stacked, data: Data, num_steps: Optional[int] = None, batch: int = 2500,
+             ks: Sequence[int] = (1, 3, 5), per_sample: bool = False) -> List[Dict[str, Any]]:
+    """Top-k accuracy of the K stacked models on one resident split, all K at once (vmap over the models, the images
+    shared), in eval mode. One host read per call. `per_sample`: also 'correct1' per model (bool, CPU)."""
+    stacked.template.eval()
+    K, n = stacked.K, len(data.y)
+    hits = torch.zeros(K, len(ks), dtype=torch.int64, device=data.x.device)
+    correct = []
+    kw = {} if num_steps is None else {"num_steps": num_steps}
+    for i in range(0, n, batch):
+        x, y = data.x[i : i + batch], data.y[i : i + batch]
+        logits = stacked.vmap(lambda m, xx: m(xx, **kw), x, in_dims=None).float()  # (K, B, C)
+        top = logits.topk(max(ks), dim=-1).indices  # (K, B, kmax)
+        hit = top == y.view(1, -1, 1)
+        hits += torch.stack([hit[..., :k].any(-1).sum(-1) for k in ks], 1)
+        if per_sample:
+            correct.append(hit[..., 0])
+    stacked.template.train()
+    h = hits.cpu().tolist()
+    out = [{f"acc{k}": h[m][j] / n for j, k in enumerate(ks)} for m in range(K)]
+    if per_sample:
+        c = torch.cat(correct, 1).cpu()
+        for m in range(K):
+            out[m]["correct1"] = c[m]
+    return out
+
+
+def fit(group: Group, objective: Callable[[Any], Objective], train_loaders: Sequence[Any], train: Data,
+        val: Data, out_dirs: Sequence[Optional[str]], device: torch.device, cache_key: Callable[[int, int], Any],
+        aug: Optional[Sequence[torch.Generator]] = None, graphs: bool = True, label: str = "",
+        deadline: Optional[float] = None, on_epoch: Optional[Callable[[int], None]] = None,
+        resume: Optional[str] = None) -> bool:
+    """Train the group's K models for its remaining epochs: model k walks `train_loaders[k]`'s batches (its seed's
+    order), gathered from the resident `train` split; `cache_key(epoch, step)` names the objective of a step (e.g.
+    its drawn N); `aug[k]`: model k's augmentation generator (None: no augmentation). After every epoch: validation
+    Acc@1/3/5 of all K (one vmapped pass), best.pt per model where it improved, one last.pt for the group (`resume`),
+    a line of progress with the time left. Returns False if `deadline` (time.time()) came first (resumable)."""
+    from tqdm import tqdm
+
+    stepper = Stepper(group, objective, device, graphs)
+    K, cfg = group.stacked.K, group.cfg
+    total = cfg.epochs * group.steps_per_epoch
+    warm = int(0.0 if cfg.warmup <= 0 else cfg.warmup * total)
+    t_start, e_start = time.time(), group.epoch
+    last_save, save_every = time.time(), 60.0  # last.pt at most once a minute, and at the end or the deadline
+    for epoch in range(group.epoch, cfg.epochs):
+        if deadline is not None and time.time() > deadline:
+            return False
+        if on_epoch is not None:
+            on_epoch(epoch)
+        t0 = time.perf_counter()
+        plans = [l.indices(epoch) for l in train_loaders]
+        n_batches = len(plans[0])
+        for b in range(n_batches):
+            idx = torch.stack([p[b][0] for p in plans]).to(device, non_blocking=True)  # (K, B)
+            x = train.x[idx]
+            if aug is not None:
+                x = torch.stack([augment(x[k], aug[k]) for k in range(K)])
+            step = epoch * group.steps_per_epoch + b
+            stepper.step(cache_key(epoch, b), x, train.y[idx], idx, epoch,
+                         cfg.lr * lr_factor(step, total, warm, cfg.floor, cfg.floor_frac))
+        rows = stepper.end_epoch(n_batches)
+        t_train = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        scores = evaluate(group.stacked, val)
+        lr_now = cfg.lr * lr_factor((epoch + 1) * group.steps_per_epoch - 1, total, warm, cfg.floor, cfg.floor_frac)
+        for k in range(K):
+            row = {"epoch": epoch + 1, **rows[k], **{f"val_{m}": v for m, v in scores[k].items()}, "lr": lr_now,
+                   "epoch_time_s": t_train / K, "eval_time_s": (time.perf_counter() - t1) / K,
+                   "img_per_s": n_batches * len(plans[0][0][0]) * K / t_train}
+            group.histories[k].append(row)
+            if row["val_acc1"] > group.best[k]:
+                group.best[k] = row["val_acc1"]
+                with torch.no_grad():  # kept on the device; best.pt files are written at save points
+                    for n, t in {**group.stacked.params, **group.stacked.buffers}.items():
+                        group.best_params.setdefault(n, t.detach().clone())[k].copy_(t[k])
+        group.epoch = epoch + 1
+        if resume and (group.epoch == cfg.epochs or time.time() - last_save > save_every
+                       or (deadline is not None and time.time() > deadline)):
+            save_group(group, out_dirs, resume, aug)
+            last_save = time.time()
+        done = group.epoch - e_start
+        left = (time.time() - t_start) / done * (cfg.epochs - group.epoch)
+        accs = " ".join(f"{h[-1]['val_acc1'] * 100:.2f}" for h in group.histories)
+        print(f"{label} epoch {group.epoch}/{cfg.epochs} x{K}  val acc@1 {accs}  "
+              f"({t_train:.1f}s, {group.histories[0][-1]['img_per_s']:.0f} img/s, ~{left:.0f}s left)", flush=True)
+    return True
+
+
+def save_group(group: Group, out_dirs: Sequence[Optional[str]], resume: str,
+               aug: Optional[Sequence[torch.Generator]] = None) -> None:
+    """best.pt of every model (its best validation epoch so far, the plain path's format) and the group's last.pt."""
+    for k, o in enumerate(out_dirs):
+        if o and group.best_params:
+            sd = {n: t[k].detach().cpu().clone() for n, t in group.best_params.items()}
+            h = group.histories[k]
+            e = max(range(len(h)), key=lambda i: h[i]["val_acc1"])
+            save_atomic({"model": {n: sd[n] for n in group.stacked.template.state_dict()}, "epoch": e + 1,
+                         "val_acc1": h[e]["val_acc1"]}, os.path.join(o, "best.pt"))
+    save_atomic({"params": {n: t.detach().cpu() for n, t in group.stacked.params.items()},
+                 "buffers": {n: t.detach().cpu() for n, t in group.stacked.buffers.items()},
+                 "best_params": {n: t.detach().cpu() for n, t in group.best_params.items()},
+                 "optimizer": group.opt.state_dict(), "histories": group.histories, "best": group.best,
+                 "epoch": group.epoch, "aug": [g.get_state() for g in aug] if aug else None}, resume)
+
+
+def load_resume(group: Group, path: str, aug: Optional[Sequence[torch.Generator]] = None) -> bool:
+    """Continue a group from its last.pt (same K models, same configuration: the caller's run id checks that)."""
+    if not os.path.exists(path):
+        return False
+    ck = torch.load(path, map_location="cpu", weights_only=False)
+    with torch.no_grad():
+        for n, t in group.stacked.params.items():
+            t.copy_(ck["params"][n])
+        for n, t in group.stacked.buffers.items():
+            t.copy_(ck["buffers"][n])
+    group.opt.load_state_dict(ck["optimizer"])
+    group.histories, group.best, group.epoch = ck["histories"], ck["best"], ck["epoch"]
+    dev = next(iter(group.stacked.params.values())).device
+    group.best_params = {n: t.to(dev) for n, t in ck.get("best_params", {}).items()}
+    if aug and ck.get("aug"):
+        for g, s in zip(aug, ck["aug"]):
+            g.set_state(s)
+    return True
+
+
+def save_atomic(obj: Any, path: str) -> None:
+    from .train import save_atomic as _save
+
+    _save(obj, path)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The plan driver: `python -m odevit.repro.fast plan_v2.yaml` makes every run of a plan of version 2 (its teacher
+# seeds, then each study's cells), each cell's seeds as one group, resumable from the group's last.pt.
+
+RESULTS, CKPTS = "results/v2", "checkpoints/v2"
+UNSEEN, INSIDE, BELOW = (4, 5, 7, 9, 10), (7, 9, 10), (4, 5)
+
+
+def tau_by_rule(distances: Sequence[float], ratio: float) -> float:
+    """Plan v2's tau: ratio x the span of the teacher's distances (the paper's 30 / 49)."""
+    span = max(distances) - min(distances)
+    if span <= 0:
+        raise ValueError(f"tau rule: the teacher's distances {list(distances)} have no span")
+    return ratio * span
+
+
+def floor_slope(val_acc: Sequence[float], floor_frac: float, val_images: int, se_multiple: float = 1.0
+                ) -> Tuple[bool, float, float]:
+    """Plan v2's convergence rule on one run's validation Acc@1 (fractions, one per epoch): the least-squares slope
+    over the last `floor_frac` of the epochs (the constant floor LR), times their number, is the gain the floor phase
+    still makes; converged iff it is below se_multiple x the binomial SE at the best accuracy. Returns (converged,
+    gain in pt, threshold in pt)."""
+    n = len(val_acc)
+    w = max(2, int(round(floor_frac * n)))
+    if n < w or w < 2:
+        raise ValueError(f"floor_slope: {n} epochs, a floor window of {w}: need at least 2 epochs in it")
+    y = torch.tensor(val_acc[-w:], dtype=torch.float64) * 100
+    x = torch.arange(w, dtype=torch.float64)
+    slope = float(((x - x.mean()) * (y - y.mean())).sum() / ((x - x.mean()) ** 2).sum())
+    p = max(val_acc)
+    thr = se_multiple * math.sqrt(p * (1 - p) / val_images) * 100
+    return slope * w < thr, slope * w, thr
+
+
+def _provenance(t0: float, device: torch.device) -> Dict[str, Any]:
+    import platform
+
+    from .machine import cpu_model
+
+    return {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU: {cpu_model()}",
+            "torch": torch.__version__, "host": platform.node(), "threads": torch.get_num_threads(),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0)), "wall_s": round(time.time() - t0, 1),
+            "cpu_s": round(time.process_time(), 1)}
+
+
+class Plan:
+    """Plan v2 as the driver needs it: configs per study and cell, seeds, budgets, the teacher recipe, hashes."""
+
+    def __init__(self, path: str, params_file: str = "params.yaml"):
+        from . import config
+        from . import plan2 as plan_mod
+
+        self.path, self.plan = path, plan_mod.load_v2(path)
+        cfg = config.check_stage("cell", params_file)
+        r = self.plan["rules"]
+        self.base = config.merged(cfg["base"], precision=r["precision"])
+        self.teacher_cfg = config.merged(cfg["teacher"], **{k: v for k, v in self.plan["teacher"].items()
+                                                              if k in plan_mod.TEACHER_KEYS})
+        self.weak_cfg = cfg["teacher"]
+        self.distill = cfg["distill"]
+        self.optim = dict(floor=float(r["schedule"]["lr_floor"]), floor_frac=float(r["schedule"]["floor_frac"]))
+
+    def hash(self, study: Optional[str]) -> str:
+        from .plan2 import study_hash_v2
+
+        return study_hash_v2(self.plan, study)
+
+
+def _loaders(base: Any, limit: int, seeds: Sequence[int]) -> Tuple[List[Any], Any, Any]:
+    """One training loader per seed over the first `limit` training images (0 = all), the validation and test
+    loaders: `pipeline.data_loaders`' splits, its batches in each seed's order."""
+    import copy
+    import dataclasses
+
+    from . import pipeline
+
+    tr, va, te = pipeline.data_loaders(dataclasses.replace(base, seed=int(seeds[0])), train_limit=limit)
+    out = []
+    for s in seeds:
+        l = copy.copy(tr)
+        l.seed = int(s)
+        out.append(l)
+    return out, va, te
+
+
+def _write_run(out: str, metrics: Dict[str, Any], history: List[Dict[str, float]]) -> None:
+    import pandas as pd
+
+    from .pipeline import write_csv, write_json
+
+    write_csv(pd.DataFrame(history), f"{out}/history.csv")
+    write_json(metrics, f"{out}/metrics.json")
+
+
+def _device_setup(precision: str, device_name: str) -> torch.device:
+    from . import train
+
+    train.set_precision(precision)
+    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 means fp32 (plan v2 rules.precision)
+    torch.backends.cudnn.allow_tf32 = False
+    return train.resolve_device(device_name)
+
+
+def _done(out_dirs: Sequence[str]) -> bool:
+    return all(os.path.exists(f"{o}/metrics.json") for o in out_dirs)
+
+
+def train_teachers(p: Plan, device: torch.device, graphs: bool, deadline: Optional[float]) -> bool:
+    """The plan's teacher seeds as one group (augmented, the v2 schedule); per seed metrics.json (test Acc@1 at its
+    best validation epoch); the teacher selected on validation, its distances and tau: results/v2/teacher/."""
+    import dataclasses
+
+    from . import objectives, pipeline, train
+    from ..hub import sha256
+
+    t0 = time.time()
+    tc, seeds = p.teacher_cfg, [int(s) for s in p.plan["teacher"]["seeds"]]
+    outs = [f"{RESULTS}/teacher/s{s}" for s in seeds]
+    ckpts = [f"{CKPTS}/teacher/s{s}" for s in seeds]
+    if not _done(outs):
+        loaders, va, te = _loaders(p.base, p.base.train_limit, seeds)  # params.yaml's base: all
+        models = []
+        for s in seeds:
+            b = dataclasses.replace(p.base, seed=s)
+            pipeline.setup(b)
+            models.append(pipeline.build_teacher(b, tc))
+        train.set_precision(p.base.precision)
+        cfg = Optim(tc.lr, tc.weight_decay, tc.warmup, tc.clip, tc.epochs, **p.optim)
+        g = new_group(models, cfg, len(loaders[0]), device)
+        aug = [torch.Generator().manual_seed(s * 7919 + 1) for s in seeds]
+        resume = f"{CKPTS}/teacher/last.pt"
+        load_resume(g, resume, aug)
+        trd, vad = Data.of(loaders[0].__class__(loaders[0].split, 2048, loaders[0].transform, limit=loaders[0].n),
+                           device), Data.of(va, device)
+        obj = objectives.cross_entropy(tc.label_smoothing)
+        ok = fit(g, lambda key: obj, loaders, trd, vad, ckpts, device, lambda e, b: 0,
+                 aug=aug if tc.augment else None, graphs=graphs, label="teacher", deadline=deadline, resume=resume)
+        if not ok:
+            return False
+        ted = Data.of(te, device)
+        for k, s in enumerate(seeds):
+            best = train.load_weights(pipeline.build_teacher(dataclasses.replace(p.base, seed=s), tc),
+                                      f"{ckpts[k]}/best.pt")
+            st = Stacked([best], device)
+            m = evaluate(st, ted)[0]
+            hist = g.histories[k]
+            conv, gain, thr = floor_slope([h["val_acc1"] for h in hist], p.optim["floor_frac"], len(vad.y))
+            m.update(seed=s, epochs=tc.epochs, best_epoch=1 + max(range(len(hist)), key=lambda i: hist[i]["val_acc1"]),
+                     val_acc1=max(h["val_acc1"] for h in hist), converged=conv, gain_floor_pts=gain,
+                     threshold_pts=thr, sha256=sha256(f"{ckpts[k]}/best.pt"), plan_hash=p.hash(None),
+                     provenance=_provenance(t0, device), trained_together=seeds)
+            _write_run(outs[k], m, hist)
+    return select_teacher(p, device)
+
+
+def select_teacher(p: Plan, device: torch.device) -> bool:
+    """The teacher seed with the best validation Acc@1 (never the test set), its distances and tau by the rule."""
+    import dataclasses
+    import json
+
+    import pandas as pd
+
+    from . import pipeline, train
+    from .pipeline import write_csv, write_json
+
+    if os.path.exists(f"{RESULTS}/teacher/selected.json"):
+        return True
+    seeds = [int(s) for s in p.plan["teacher"]["seeds"]]
+    ms = [json.load(open(f"{RESULTS}/teacher/s{s}/metrics.json")) for s in seeds]
+    k = max(range(len(seeds)), key=lambda i: ms[i]["val_acc1"])
+    b = dataclasses.replace(p.base, seed=seeds[k])
+    t = train.load_weights(pipeline.build_teacher(b, p.teacher_cfg), f"{CKPTS}/teacher/s{seeds[k]}/best.pt").to(device)
+    tr, _, _ = pipeline.data_loaders(b)
+    d = pipeline.teacher_distances(t, tr, p.distill.distance_batches, p.distill.distance_tokens, device)
+    write_csv(pd.DataFrame({"layer": range(1, len(d) + 1), "distance": d}), f"{RESULTS}/teacher/distances.csv")
+    tau = tau_by_rule(d, float(p.plan["rules"]["tau_rule"]["ratio"]))
+    accs = [m["acc1"] * 100 for m in ms]
+    sd = float(torch.tensor(accs, dtype=torch.float64).std())
+    write_json({"seed": seeds[k], "sha256": ms[k]["sha256"], "acc1": ms[k]["acc1"], "val_acc1": ms[k]["val_acc1"],
+                "tau": tau, "seed_acc1_pts": accs, "seed_sd_pts": sd, "converged": [m["converged"] for m in ms]},
+               f"{RESULTS}/teacher/selected.json")
+    print(f"teacher: seed {seeds[k]} (val {ms[k]['val_acc1'] * 100:.2f} %, test {accs[k]:.2f} %; seeds' test "
+          f"SD {sd:.2f} pt), tau {tau:.3f}", flush=True)
+    return True
+
+
+def _teacher_for(p: Plan, which: str, device: torch.device) -> Tuple[Any, str, List[float], str]:
+    """(teacher config, checkpoint folder, distances, sha256) of the v2 teacher ('strong') or plan 1's ('weak')."""
+    import json
+
+    import pandas as pd
+
+    from ..hub import sha256
+
+    if which == "weak":
+        ck = "checkpoints/02_teacher"
+        if not os.path.exists(f"{ck}/best.pt"):
+            raise FileNotFoundError(f"{ck}/best.pt: plan 1's teacher (the weak cell's): rebuild it with "
+                                    "`python -m odevit.repro.restore`")
+        d = pd.read_csv("results/02_teacher/distances.csv")["distance"].tolist()
+        return p.weak_cfg, ck, d, sha256(f"{ck}/best.pt")
+    sel = json.load(open(f"{RESULTS}/teacher/selected.json"))
+    d = pd.read_csv(f"{RESULTS}/teacher/distances.csv")["distance"].tolist()
+    return p.teacher_cfg, f"{CKPTS}/teacher/s{sel['seed']}", d, sel["sha256"]
+
+
+def train_cell(p: Plan, study: str, cell: str, device: torch.device, graphs: bool, deadline: Optional[float],
+               data_cache: Dict[Any, Any]) -> bool:
+    """One cell's seeds of a plan-v2 study as one group; metrics.json per seed with the step-count accuracies on all
+    test images. Returns False if the deadline came first (the group resumes from its last.pt)."""
+    import dataclasses
+
+    from . import config, objectives, pipeline, train
+    from ..schedule import checkpoint_indices
+    from .study import build_cell, load_teacher
+
+    t0 = time.time()
+    s = p.plan["studies"][study]
+    seeds = [int(x) for x in s["seeds"]]
+    outs = [f"{RESULTS}/{study}/{cell}/s{x}" for x in seeds]
+    ckpts = [f"{CKPTS}/{study}/{cell}/s{x}" for x in seeds]
+    if _done(outs):
+        return True
+    ov = dict(s["cells"][cell] or {})
+    free = bool(ov.pop("free", False))
+    which = ov.pop("teacher", "strong")
+    tcfg, tck, dist, tsha = _teacher_for(p, which, device)
+    ratio = float(p.plan["rules"]["tau_rule"]["ratio"])
+    d = config.merged(p.distill, epochs=s["budget"]["epochs"], patience=0, tau=tau_by_rule(dist, ratio), **ov)
+    limit = s["budget"]["train_limit"]
+    loaders, va, te = _loaders(p.base, limit, seeds)
+    models, teacher = [], None
+    for x in seeds:  # as study.run_many: seed, build the teacher (it draws from the RNG), then the cell's model
+        b = dataclasses.replace(p.base, seed=x)
+        pipeline.setup(b)
+        t = load_teacher(b, tcfg, device, tck)
+        teacher = t if teacher is None else teacher
+        models.append(build_cell(t, d, free))
+    train.set_precision(p.base.precision)
+    key = ("data", limit)
+    if key not in data_cache:
+        full = loaders[0]
+        data_cache[key] = (Data.of(full.__class__(full.split, 2048, full.transform, limit=full.n), device),
+                           Data.of(va, device), Data.of(te, device))
+    trd, vad, ted = data_cache[key]
+    ckpt_of = lambda n: checkpoint_indices(dist, n, d.tau, d.schedule, d.schedule_points)  # noqa: E731
+    if free:
+        obj = objectives.ode_scratch(d.label_smoothing, d.jasmin_weight, d.jasmin_k, d.jasmin_detach)
+        objective = lambda n: obj  # noqa: E731
+    else:
+        ckey = ("cache", which, limit)
+        if ckey not in data_cache:
+            full = loaders[0]
+            data_cache[ckey] = objectives.teacher_cls_cache(
+                teacher, full.__class__(full.split, 2048, full.transform, limit=full.n), device).to(device)
+        objs: Dict[int, Objective] = {}
+
+        def objective(n: int) -> Objective:
+            if n not in objs:
+                objs[n] = objectives.distill(
+                    teacher, ckpt_of(n), d.mse_weight, d.mse_tokens, d.jasmin_weight, d.jasmin_k, d.jasmin_detach,
+                    d.ce_weight, d.ce_from_epoch, d.label_smoothing, d.attn_l1_weight, cache=data_cache[ckey],
+                    jasmin_maps_from=d.jasmin_maps_from, num_steps=None if n == d.num_steps else n)
+            return objs[n]
+    choices = sorted(d.train_steps) or [d.num_steps]
+    draws: Dict[int, List[int]] = {}
+
+    def step_n(epoch: int, b: int) -> int:  # the remedy's N: one draw per step, shared by the seeds of the group
+        if len(choices) == 1:
+            return choices[0]
+        if epoch not in draws:
+            gen = torch.Generator().manual_seed(seeds[0] * 1000003 + epoch)
+            draws[epoch] = torch.randint(len(choices), (len(loaders[0]),), generator=gen).tolist()
+        return choices[draws[epoch][b]]
+
+    cfg = Optim(d.lr, d.weight_decay, d.warmup, d.clip, d.epochs, **p.optim)
+    g = new_group(models, cfg, len(loaders[0]), device)
+    resume = f"{CKPTS}/{study}/{cell}/last.pt"
+    load_resume(g, resume)
+    if not fit(g, objective, loaders, trd, vad, ckpts, device, step_n, graphs=graphs, label=f"{study} {cell}",
+               deadline=deadline, resume=resume):
+        return False
+    for k, m in enumerate(models):  # every seed at its best validation epoch
+        train.load_weights(m, f"{ckpts[k]}/best.pt")
+    st = Stacked(models, device)
+    res = evaluate(st, ted)
+    steps = sorted(set(s.get("robustness", {}).get("steps", [])) | {d.num_steps // 2, d.num_steps, 2 * d.num_steps})
+    curves = {n: evaluate(st, ted, num_steps=n, ks=(1,)) for n in steps}
+    for k, x in enumerate(seeds):
+        hist = g.histories[k]
+        conv, gain, thr = floor_slope([h["val_acc1"] for h in hist], p.optim["floor_frac"], len(vad.y))
+        m = dict(res[k])
+        rob = {f"n{n}": curves[n][k]["acc1"] for n in steps}
+        m.update({f"acc1_n{n}": v["acc1"] for n, v in ((n, curves[n][k]) for n in steps)})
+        m.update(robustness=rob, acc1_half_n=rob[f"n{d.num_steps // 2}"], acc1_sub_n=rob[f"n{d.num_steps}"],
+                 acc1_double_n=rob[f"n{2 * d.num_steps}"])
+        for name, ns in (("unseen", UNSEEN), ("inside", INSIDE), ("below", BELOW)):
+            if all(f"n{n}" in rob for n in ns):
+                m[f"acc1_min_{name}"] = min(rob[f"n{n}"] for n in ns)
+        m.update(study=study, cell=cell, seed=x, free=free, teacher=None if free else which,
+                 teacher_sha256=None if free else tsha, tau=d.tau, checkpoints=None if free else ckpt_of(d.num_steps),
+                 train_steps=d.train_steps, epochs=d.epochs, epochs_run=len(hist), train_images=loaders[k].n,
+                 val_images=len(vad.y), test_images=len(ted.y),
+                 best_epoch=1 + max(range(len(hist)), key=lambda i: hist[i]["val_acc1"]),
+                 val_acc1=max(h["val_acc1"] for h in hist), converged=conv, gain_floor_pts=gain, threshold_pts=thr,
+                 plan_hash=p.hash(study), precision=p.base.precision, trained_together=seeds,
+                 provenance=_provenance(t0, device))
+        _write_run(outs[k], m, hist)
+    return True
+
+
+def run_plan(path: str, device_name: str = "auto", graphs: bool = True, deadline_s: Optional[float] = None,
+             studies: Optional[Sequence[str]] = None, cells: Optional[Sequence[str]] = None,
+             params_file: str = "params.yaml") -> bool:
+    """Every run of the plan, in order: the teacher seeds, then each study's cells. True when all are done."""
+    t0 = time.time()
+    p = Plan(path, params_file)
+    device = _device_setup(p.base.precision, device_name)
+    deadline = t0 + deadline_s if deadline_s else None
+    print(f"plan {path}: device {device}, deadline {deadline_s or 'none'} s", flush=True)
+    if not train_teachers(p, device, graphs, deadline):
+        print("deadline: stopped during the teacher (resumes from its last.pt)", flush=True)
+        return False
+    cache: Dict[Any, Any] = {}
+    for study, s in p.plan["studies"].items():
+        if studies and study not in studies:
+            continue
+        for cell in s["cells"]:
+            if cells and cell not in cells:
+                continue
+            if not train_cell(p, study, cell, device, graphs, deadline, cache):
+                print(f"deadline: stopped in {study} {cell} (resumes from its last.pt)", flush=True)
+                return False
+    print(f"plan {path}: every run done ({time.time() - t0:.0f} s)", flush=True)
+    return True
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(description="Make every run of a plan-v2 file (resumable), on the GPU if any")
+    ap.add_argument("plan", nargs="?", default="plan_v2.yaml")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--no-graphs", action="store_true", help="CUDA: run every step eagerly (no CUDA graphs)")
+    ap.add_argument("--deadline", type=float, default=None, help="seconds: stop after the epoch that passes it")
+    ap.add_argument("--studies", nargs="*", default=None)
+    ap.add_argument("--cells", nargs="*", default=None)
+    ap.add_argument("--params", default="params.yaml")
+    a = ap.parse_args(argv)
+    return 0 if run_plan(a.plan, a.device, not a.no_graphs, a.deadline, a.studies, a.cells, a.params) else 3
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,162 @@
+"""Plan v2 (plan_v2.yaml): load and check it, its hashes, families and power table (`python -m odevit.repro.plan2`).
+
+Plan 1 (plan.yaml, odevit/repro/plan.py) stays as it is. v2 differs where issue 52 asked: a family may span studies
+(the primary family holds the headline rows of every budget; a question may name its own family), a teacher recipe
+with seeds, a floor-LR schedule and its slope convergence rule, a tau rule, and step-count metrics."""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import sys
+from typing import Any, Dict, List, Optional
+
+import pandas as pd
+
+from .plan import DIRECTIONS, KINDS, POWER_MIN, TESTS, PlanError, planning_sd, power
+
+PLAN_FILE = "plan_v2.yaml"
+RULE_KEYS = {"alpha", "primary_family", "interval", "selection", "schedule", "convergence", "fairness", "tau_rule",
+             "precision", "machine", "power", "made_by"}
+STUDY_KEYS = {"status", "family", "description", "budget", "cells", "seeds", "questions", "robustness"}
+QUESTION_KEYS = {"id", "family", "claim", "kind", "a", "b", "metric", "metric_b", "unit", "test", "direction", "null",
+                 "margin", "margin_rule", "margin_reason", "paper", "pilot"}
+TEACHER_KEYS = {"epochs", "augment", "lr", "weight_decay", "label_smoothing"}
+
+
+def _need(cond: bool, msg: str) -> None:
+    if not cond:
+        raise PlanError(msg)
+
+
+def load_v2(path: str = PLAN_FILE) -> Dict[str, Any]:
+    """The plan, checked (PlanError naming the key on the first problem)."""
+    import yaml
+
+    if not os.path.exists(path):
+        raise PlanError(f"{path}: no such plan file")
+    with open(path) as f:
+        plan = yaml.safe_load(f)
+    check(plan, path)
+    return plan
+
+
+def check(plan: Any, path: str = PLAN_FILE) -> None:
+    _need(isinstance(plan, dict) and plan.get("version") == 2, f"{path}: 'version: 2' expected (plan 1: plan.yaml)")
+    r = plan.get("rules")
+    _need(isinstance(r, dict) and set(r) == RULE_KEYS, f"{path}: rules must give exactly {sorted(RULE_KEYS)}")
+    _need(isinstance(r["alpha"], float) and 0 < r["alpha"] < 0.5, f"{path}: rules.alpha must be in (0, 0.5)")
+    sch = r["schedule"]
+    _need(isinstance(sch, dict) and 0 <= sch.get("lr_floor", -1) < 1 and 0 < sch.get("floor_frac", 0) < 1,
+          f"{path}: rules.schedule needs lr_floor in [0, 1) and floor_frac in (0, 1)")
+    _need(r["convergence"].get("rule") == "floor_slope" and r["convergence"].get("se_multiple", 0) > 0,
+          f"{path}: rules.convergence: rule floor_slope with se_multiple > 0")
+    _need(float(r["tau_rule"].get("ratio", 0)) > 0, f"{path}: rules.tau_rule.ratio must be > 0")
+    _need(r["precision"] in ("fp32", "bf16", "auto"), f"{path}: rules.precision: fp32 | bf16 | auto")
+    t = plan.get("teacher")
+    _need(isinstance(t, dict) and set(t) <= TEACHER_KEYS | {"seeds", "weak"}, f"{path}: teacher: keys "
+          f"{sorted(TEACHER_KEYS | {'seeds', 'weak'})}")
+    _need(isinstance(t.get("seeds"), list) and len(t["seeds"]) >= 2, f"{path}: teacher.seeds: >= 2 seeds (its spread)")
+    studies = plan.get("studies")
+    _need(isinstance(studies, dict) and studies, f"{path}: 'studies' must map names to studies")
+    seen: Dict[int, str] = {}
+    fams = families(plan)
+    _need(r["primary_family"] in fams, f"{path}: rules.primary_family '{r['primary_family']}' has no question")
+    for name, s in studies.items():
+        where = f"{path}: studies.{name}"
+        _need(isinstance(s, dict) and set(s) <= STUDY_KEYS, f"{where}: keys must be among {sorted(STUDY_KEYS)}")
+        b = s.get("budget") or {}
+        _need(set(b) == {"train_limit", "epochs"} and b["train_limit"] >= 0 and b["epochs"] >= 4,
+              f"{where}.budget: train_limit >= 0 and epochs >= 4 (the floor window needs >= 2 epochs)")
+        for x in s["seeds"]:
+            _need(isinstance(x, int) and x not in seen, f"{where}.seeds: {x} is not a fresh integer seed "
+                  f"(already {seen.get(x)}'s)")
+            seen[x] = name
+        cells = s.get("cells") or {}
+        for c, ov in cells.items():
+            _need(ov is None or (isinstance(ov, dict) and ov.get("teacher", "strong") in ("strong", "weak")),
+                  f"{where}.cells.{c}: a dict of distill overrides; teacher: strong (default) | weak")
+        for q in s["questions"]:
+            qw = f"{where}.questions[{q.get('id')}]"
+            _need(set(q) <= QUESTION_KEYS, f"{qw}: unknown key {sorted(set(q) - QUESTION_KEYS)}")
+            _need(q.get("kind") in KINDS and q.get("test") in TESTS and q.get("direction") in DIRECTIONS,
+                  f"{qw}: kind {KINDS}, test {TESTS}, direction {DIRECTIONS}")
+            _need(q.get("a") in cells and (q["kind"] != "paired" or q.get("b") in cells),
+                  f"{qw}: a (and b for paired) must be cells of the study")
+            _need(q["test"] == "superiority" or q.get("margin") is not None, f"{qw}: margin needed for {q['test']}")
+    for row in power_rows(plan):
+        _need(row["power_paper"] >= POWER_MIN or bool(row["power_note"]) or math.isnan(row["power_paper"]) and
+              bool(row["power_note"]), f"{path}: {row['study']}.{row['id']}: power {row['power_paper']:.2f} "
+              f"< {POWER_MIN} at the paper's effect: add seeds, or say why in pilot.note")
+
+
+def family_of(s: Dict[str, Any], q: Dict[str, Any]) -> str:
+    return q.get("family", s["family"])
+
+
+def families(plan: Dict[str, Any]) -> Dict[str, List[str]]:
+    """family -> its questions' ids (across studies), in plan order: fixed by the plan, never grown."""
+    out: Dict[str, List[str]] = {}
+    for s in plan["studies"].values():
+        for q in s["questions"]:
+            out.setdefault(family_of(s, q), []).append(q["id"])
+    return out
+
+
+def alpha_each(plan: Dict[str, Any], family: str) -> float:
+    """Bonferroni within the family."""
+    return float(plan["rules"]["alpha"]) / len(families(plan)[family])
+
+
+def study_hash_v2(plan: Dict[str, Any], name: Optional[str]) -> str:
+    """sha256 (12 hex) of rules + teacher + the study's block (None: the teacher's runs: rules + teacher)."""
+    blob = {"rules": plan["rules"], "teacher": plan["teacher"]}
+    if name is not None:
+        blob["study"] = plan["studies"][name]
+    return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def power_rows(plan: Dict[str, Any]) -> List[Dict[str, Any]]:
+    rows = []
+    for name, s in plan["studies"].items():
+        n = len(s["seeds"])
+        for q in s["questions"]:
+            fam = family_of(s, q)
+            a = alpha_each(plan, fam)
+            pilot, paper = q["pilot"], q.get("paper") or {}
+            sd = planning_sd(pilot["sd"], pilot["n"])
+            m, null = float(q.get("margin") or 0.0), float(q.get("null") or 0.0)
+            eff = paper.get("effect")
+            rows.append(dict(study=name, family=fam, id=q["id"], test=q["test"], seeds=n, alpha_each=a,
+                             pilot_sd=pilot["sd"], planning_sd=sd, paper_effect=eff,
+                             power_paper=power(float(eff) - null, sd, n, a, q["test"], m) if eff is not None else math.nan,
+                             pilot_effect=pilot.get("mean"),
+                             power_pilot=power(float(pilot["mean"]) - null, sd, n, a, q["test"], m),
+                             power_note=pilot.get("note", "")))
+    return rows
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description="Check plan_v2.yaml and print (or write) its power table")
+    ap.add_argument("--plan", default=PLAN_FILE)
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args(argv)
+    try:
+        plan = load_v2(a.plan)
+    except PlanError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    t = pd.DataFrame(power_rows(plan))
+    if a.out:
+        os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
+        t.round(4).to_csv(a.out, index=False)
+    with pd.option_context("display.width", 200, "display.max_columns", 20):
+        print(t[["study", "family", "id", "test", "seeds", "alpha_each", "planning_sd", "paper_effect", "power_paper",
+                 "pilot_effect", "power_pilot"]].round(3).to_string(index=False))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
