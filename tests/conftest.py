@@ -2,14 +2,20 @@
 memory — every process of the run summed (pytest and the dvc, papermill, training and preset processes the tests
 start; pytest-xdist workers too, where someone runs the suite with -n), as proportional set size (PSS: a page shared
 by k processes counts 1/k in each), read from /proc every half second — and the tests that were running at the
-highest peaks (`make test` must stay within 8 GB; `-m "not bigmem"` deselects any case marked as needing more)."""
+highest peaks (`make test` must stay within 8 GB; `-m "not bigmem"` deselects any case marked as needing more).
+
+Suite-wide durations: a run of the whole suite (`make test`) writes every test's setup, call and teardown seconds to
+results/tests/durations.csv (`Durations`), slowest first, for git: where the suite's time goes, and how that changes
+from one commit to the next. Nothing is judged against a time."""
+import csv
 import ctypes
 import gc
+import io
 import os
 import sys
 import threading
 from pathlib import Path
-from typing import Dict, Iterator, Set
+from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 import pytest
 
@@ -88,12 +94,89 @@ class TreeMemory:
                 "while running: " + (", ".join(f"{t} ({b / 2**30:.2f} GB)" for t, b in top) or "-"))
 
 
+DURATIONS = "results/tests/durations.csv"  # under the rootdir
+
+
+class Durations:
+    """Every test phase's seconds (pytest's report.duration: setup, call, teardown), collected in the controlling
+    process (under pytest-xdist the workers' reports reach it), and written at the end of the session, atomically
+    (a temporary file renamed over the old one: a reader or an interrupted run never sees half a file).
+
+    Written on a run of the whole suite only, not always: the file is meant to be committed, and a run of one file (or
+    -k, -m, --lf, -x) would replace the suite's record with a part of it, and the next commit would show most tests'
+    rows deleted. The whole suite = no paths given (testpaths) or the tests folder (or the root) itself, no
+    deselection, and a session that ran to its end (failed tests included: their rows say so; an interrupted run,
+    an internal or usage error, -x / --maxfail stopping early do not count). The terminal summary says which, and
+    why not."""
+
+    def __init__(self) -> None:
+        self.rows: List[Tuple[str, str, float, str]] = []  # nodeid, phase, seconds, outcome
+        self.deselected = 0
+        self.note = ""
+
+    def add(self, report) -> None:
+        self.rows.append((report.nodeid, report.when, float(report.duration), report.outcome))
+
+    def partial(self, session, exitstatus) -> Optional[str]:
+        """Why this session is not a run of the whole suite, or None."""
+        config = session.config
+        if exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+            return f"the session ended with {pytest.ExitCode(exitstatus).name}"
+        if session.shouldstop or session.shouldfail:
+            return f"the session stopped early ({session.shouldstop or session.shouldfail})"
+        opt = config.option
+        if getattr(opt, "collectonly", False):
+            return "--collect-only"
+        if getattr(opt, "lf", False) or getattr(opt, "stepwise", False):  # they filter while collecting, unseen here
+            return "--lf / --sw run the tests that failed last"
+        if self.deselected or getattr(opt, "keyword", "") or getattr(opt, "markexpr", "") or getattr(opt, "deselect",
+                                                                                                     None):
+            return "tests were deselected (-k, -m, --deselect)"
+        if config.args_source != pytest.Config.ArgsSource.TESTPATHS:
+            whole = {config.rootpath.resolve(), (config.rootpath / "tests").resolve()}
+            if any(Path(config.invocation_params.dir, a).resolve() not in whole for a in config.args):
+                return f"part of the suite was asked for: {' '.join(config.args)}"
+        return None
+
+    def write(self, path: Path) -> None:
+        order = {"setup": 0, "call": 1, "teardown": 2}
+        rows = sorted(((n, w, round(d, 3), o) for n, w, d, o in self.rows),
+                      key=lambda r: (-r[2], r[0], order.get(r[1], 3)))
+        buf = io.StringIO()
+        out = csv.writer(buf, lineterminator="\n")
+        out.writerow(["nodeid", "phase", "seconds", "outcome"])
+        out.writerows((n, w, f"{d:.3f}", o) for n, w, d, o in rows)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(buf.getvalue())
+            os.replace(tmp, path)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+
+    def finish(self, session, exitstatus) -> None:
+        why = self.partial(session, exitstatus)
+        path = session.config.rootpath / DURATIONS
+        if why:
+            self.note = f"per-test durations: {DURATIONS} not written ({why}; it records whole-suite runs only)"
+            return
+        self.write(path)
+        total = sum(d for _, _, d, _ in self.rows)
+        self.note = (f"per-test durations: {DURATIONS} ({len(self.rows)} test phases, {total:.0f} s in all, "
+                     "slowest first)")
+
+
 _MEMORY: Dict[str, TreeMemory] = {}
+_DURATIONS: Dict[str, Durations] = {}
 
 
 def pytest_configure(config):
-    if sys.platform.startswith("linux") and not hasattr(config, "workerinput"):  # the controller, or a serial run
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: the controller records the suite
+        return
+    if sys.platform.startswith("linux"):  # the controller, or a serial run
         _MEMORY["tree"] = TreeMemory()
+    _DURATIONS["run"] = Durations()
 
 
 def pytest_runtest_logstart(nodeid, location):  # under pytest-xdist, the controller's hook for every worker's test
@@ -104,6 +187,21 @@ def pytest_runtest_logstart(nodeid, location):  # under pytest-xdist, the contro
 def pytest_runtest_logfinish(nodeid, location):
     if "tree" in _MEMORY:
         _MEMORY["tree"].finish(nodeid)
+
+
+def pytest_runtest_logreport(report):  # each phase of each test (the controller's hook for workers' tests too)
+    if "run" in _DURATIONS:
+        _DURATIONS["run"].add(report)
+
+
+def pytest_deselected(items):
+    if "run" in _DURATIONS:
+        _DURATIONS["run"].deselected += len(items)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if "run" in _DURATIONS:
+        _DURATIONS["run"].finish(session, exitstatus)
 
 
 @pytest.fixture(autouse=True)
@@ -122,3 +220,5 @@ def _release_memory():
 def pytest_terminal_summary(terminalreporter):
     if "tree" in _MEMORY:
         terminalreporter.write_line(_MEMORY.pop("tree").summary())
+    if "run" in _DURATIONS and _DURATIONS["run"].note:
+        terminalreporter.write_line(_DURATIONS.pop("run").note)

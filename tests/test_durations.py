@@ -1,0 +1,65 @@
+"""tests/conftest.py's per-test durations: a run of the whole suite writes results/tests/durations.csv (every test's
+setup, call and teardown seconds, slowest first); a run of part of it leaves the file as it was. Checked on a small
+suite of its own in a temporary folder with this conftest.py, by a pytest of its own (no time is judged)."""
+import csv
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+SUITE = '''
+import time
+import pytest
+
+
+@pytest.fixture
+def slow_setup():
+    time.sleep(0.2)
+    yield
+
+
+def test_slow(slow_setup):
+    time.sleep(0.1)
+
+
+def test_fails():
+    assert 0
+
+
+@pytest.mark.skip(reason="not here")
+def test_skipped():
+    pass
+'''
+
+
+def _pytest(root: Path, *args: str) -> str:
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], cwd=root,
+                       capture_output=True, text=True)
+    assert r.returncode == 1, r.stdout + r.stderr  # test_fails fails, the rest run
+    return r.stdout
+
+
+def test_a_whole_suite_run_writes_every_phase_slowest_first_and_a_partial_run_writes_nothing(tmp_path):
+    (tmp_path / "tests").mkdir()
+    shutil.copy(Path(__file__).with_name("conftest.py"), tmp_path / "tests" / "conftest.py")
+    (tmp_path / "tests" / "test_a.py").write_text(SUITE)
+    (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["tests"]\n')
+    out = tmp_path / "results" / "tests" / "durations.csv"
+
+    assert "not written (part of the suite was asked for: tests/test_a.py" in _pytest(tmp_path, "tests/test_a.py")
+    assert "not written (tests were deselected" in _pytest(tmp_path, "-k", "fails")
+    assert not out.exists()
+
+    assert "per-test durations: results/tests/durations.csv (8 test phases" in _pytest(tmp_path)  # as `make test`
+    rows = list(csv.DictReader(out.open()))
+    assert [r for r in rows if r["phase"] == "call" and r["nodeid"].endswith("test_fails")][0]["outcome"] == "failed"
+    assert {(r["nodeid"].split("::")[1], r["phase"]) for r in rows} == {
+        (t, p) for t in ("test_slow", "test_fails") for p in ("setup", "call", "teardown")} | {
+        ("test_skipped", "setup"), ("test_skipped", "teardown")}  # a skipped test has no call phase
+    seconds = [float(r["seconds"]) for r in rows]
+    assert seconds == sorted(seconds, reverse=True)
+    assert sorted(p.name for p in out.parent.iterdir()) == ["durations.csv"]  # no temporary file left
+
+    before = out.read_text()
+    _pytest(tmp_path, "-x")  # stops at the first failure: part of the suite
+    assert out.read_text() == before
