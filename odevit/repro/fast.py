@@ -383,6 +383,7 @@ def save_atomic(obj: Any, path: str) -> None:
 
 RESULTS, CKPTS = "results/v2", "checkpoints/v2"
 UNSEEN, INSIDE, BELOW = (4, 5, 7, 9, 10), (7, 9, 10), (4, 5)
+KEPT_TEACHER = "weights/v2_teacher/best.pt"  # the selected v2 teacher's best.pt, in git (selected.json: its sha256)
 
 
 def tau_by_rule(distances: Sequence[float], ratio: float) -> float:
@@ -411,15 +412,19 @@ def floor_slope(val_acc: Sequence[float], floor_frac: float, val_images: int, se
     return slope * w < thr, slope * w, thr
 
 
-def _provenance(t0: float, device: torch.device) -> Dict[str, Any]:
+def _provenance(t0: float, device: torch.device, history: Sequence[Dict[str, float]]) -> Dict[str, Any]:
+    """Where and how long: the device, torch, threads; train_s = this run's share of the training loops and
+    evaluations of every epoch (from its history, so right also when the group was resumed by another process);
+    process_* = the process that wrote the file (it may only have resumed a finished group)."""
     import platform
 
     from .machine import cpu_model
 
     return {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU: {cpu_model()}",
             "torch": torch.__version__, "host": platform.node(), "threads": torch.get_num_threads(),
-            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0)), "wall_s": round(time.time() - t0, 1),
-            "cpu_s": round(time.process_time(), 1)}
+            "train_s": round(sum(h["epoch_time_s"] + h["eval_time_s"] for h in history), 1),
+            "process_started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0)),
+            "process_wall_s": round(time.time() - t0, 1), "process_cpu_s": round(time.process_time(), 1)}
 
 
 class Plan:
@@ -527,7 +532,7 @@ def train_teachers(p: Plan, device: torch.device, graphs: bool, deadline: Option
             m.update(seed=s, epochs=tc.epochs, best_epoch=1 + max(range(len(hist)), key=lambda i: hist[i]["val_acc1"]),
                      val_acc1=max(h["val_acc1"] for h in hist), converged=conv, gain_floor_pts=gain,
                      threshold_pts=thr, sha256=sha256(f"{ckpts[k]}/best.pt"), plan_hash=p.hash(None),
-                     provenance=_provenance(t0, device), trained_together=seeds)
+                     provenance=_provenance(t0, device, hist), trained_together=seeds)
             _write_run(outs[k], m, hist)
     return select_teacher(p, device)
 
@@ -580,7 +585,17 @@ def _teacher_for(p: Plan, which: str, device: torch.device) -> Tuple[Any, str, L
         return p.weak_cfg, ck, d, sha256(f"{ck}/best.pt")
     sel = json.load(open(f"{RESULTS}/teacher/selected.json"))
     d = pd.read_csv(f"{RESULTS}/teacher/distances.csv")["distance"].tolist()
-    return p.teacher_cfg, f"{CKPTS}/teacher/s{sel['seed']}", d, sel["sha256"]
+    ck = f"{CKPTS}/teacher/s{sel['seed']}"
+    if not os.path.exists(f"{ck}/best.pt"):  # a fresh clone: the selected teacher is kept in git, byte for byte
+        if not os.path.exists(KEPT_TEACHER) or sha256(KEPT_TEACHER) != sel["sha256"]:
+            raise FileNotFoundError(f"{ck}/best.pt is missing and {KEPT_TEACHER} is not the selected teacher "
+                                    f"(sha256 {sel['sha256'][:12]}): its students cannot be trained")
+        import shutil
+
+        os.makedirs(ck, exist_ok=True)
+        shutil.copyfile(KEPT_TEACHER, f"{ck}/best.pt.tmp")
+        os.replace(f"{ck}/best.pt.tmp", f"{ck}/best.pt")
+    return p.teacher_cfg, ck, d, sel["sha256"]
 
 
 def train_cell(p: Plan, study: str, cell: str, device: torch.device, graphs: bool, deadline: Optional[float],
@@ -683,7 +698,7 @@ def train_cell(p: Plan, study: str, cell: str, device: torch.device, graphs: boo
                  best_epoch=1 + max(range(len(hist)), key=lambda i: hist[i]["val_acc1"]),
                  val_acc1=max(h["val_acc1"] for h in hist), converged=conv, gain_floor_pts=gain, threshold_pts=thr,
                  plan_hash=p.hash(study), precision=p.base.precision, trained_together=seeds,
-                 provenance=_provenance(t0, device))
+                 provenance=_provenance(t0, device, hist))
         _write_run(outs[k], m, hist)
     return True
 
