@@ -1,0 +1,211 @@
+"""Plan v2's verdicts, computed from its runs' files (`python -m odevit.repro.verdicts2`): results/v2/claims.csv,
+claims.md, power.csv and one forest figure per family (results/v2/verdicts_<family>.png).
+
+A row's verdict, in this order (plan_v2.yaml rules):
+  1. "not measured yet (k of n seeds)" while any of its runs is missing (the plan's seeds, never a subset);
+  2. "not converged (k of n runs)" where any run it uses failed the floor-slope rule (metrics.json `converged`);
+  3. "unfair (teacher below free)" for a distillation-minus-free row whose teacher's test Acc@1 is not above the
+     free ODE's mean test Acc@1 at that budget (rules.fairness);
+  4. else the test's verdict (verdicts.decide: supports / contradicts / inconclusive) at alpha / family size.
+Every row also says whether its verdict would hold at alpha / family size / number of families
+(holds_across_families), and which plan-1 row it revisits (docs/v2_vs_plan1.yaml) with that row's verdict.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import math
+import os
+import sys
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+import pandas as pd
+
+from . import plan2
+from .verdicts import CONTRADICTS, INCONCLUSIVE, SUPPORTS, decide
+
+RESULTS = "results/v2"
+MAPPING = "docs/v2_vs_plan1.yaml"
+PLAN1_CLAIMS = "results/evidence/claims.csv"
+COLORS = {SUPPORTS: "#1b9e77", CONTRADICTS: "#d95f02", INCONCLUSIVE: "#7570b3"}
+
+
+def runs(results: str = RESULTS) -> pd.DataFrame:
+    """One row per finished v2 student run (metrics.json), accuracies in percentage points."""
+    rows = []
+    for f in sorted(glob.glob(os.path.join(results, "v2_*", "*", "s*", "metrics.json"))):
+        with open(f) as fh:
+            m = json.load(fh)
+        r = {k: v for k, v in m.items() if not isinstance(v, (dict, list))}
+        for k in list(r):
+            if k.startswith("acc") and isinstance(r[k], float):
+                r[k] = 100.0 * r[k]
+        r["device"] = m.get("provenance", {}).get("device")
+        rows.append(r)
+    return pd.DataFrame(rows)
+
+
+def teacher(results: str = RESULTS) -> Dict[str, Any]:
+    """The selected teacher (selected.json): test Acc@1 and its seeds' spread, in points."""
+    path = os.path.join(results, "teacher", "selected.json")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path}: the v2 teacher is not trained yet (python -m odevit.repro.fast)")
+    with open(path) as fh:
+        t = json.load(fh)
+    return {"acc1": 100.0 * t["acc1"], "seed_sd": float(t["seed_sd_pts"]), "seed": t["seed"],
+            "converged": all(t["converged"])}
+
+
+def margin(q: Dict[str, Any], t: Dict[str, Any], test_images: int = 10000) -> float:
+    """The question's margin; rule teacher_spread: max(2 x the teacher seeds' SD, 2 x one Acc@1's binomial SE)."""
+    if q.get("margin_rule") == "teacher_spread":
+        p = t["acc1"] / 100.0
+        return max(2.0 * t["seed_sd"], 2.0 * 100.0 * math.sqrt(p * (1 - p) / test_images))
+    return float(q.get("margin") or 0.0)
+
+
+def values(q: Dict[str, Any], r: pd.DataFrame, seeds: List[int], t: Dict[str, Any]) -> pd.Series:
+    """The question's statistic per seed (index = seed), for the plan's seeds that have every run it needs."""
+    by = r[r.seed.isin(seeds)].set_index(["cell", "seed"]) if not r.empty else r
+    cells = set(by.index.get_level_values(0)) if not r.empty else set()
+    if q["a"] not in cells or q["metric"] not in by.columns:
+        return pd.Series(dtype=float)
+    a = by.loc[q["a"]][q["metric"]]
+    if q["kind"] == "paired":
+        if q["b"] not in cells:
+            return pd.Series(dtype=float)
+        out = a - by.loc[q["b"]][q["metric"]]
+    elif q["kind"] == "within":
+        out = a - by.loc[q["a"]][q["metric_b"]]
+    else:  # teacher_gap
+        out = a - t["acc1"]
+    return out.dropna().sort_index()
+
+
+def _plan1(mapping: Dict[str, Any], qid: str, plan1: pd.DataFrame) -> Dict[str, Any]:
+    m = mapping.get(qid)
+    if not m or plan1.empty:
+        return {"plan1_row": None, "plan1_verdict": None}
+    hit = plan1[(plan1.study == m["study"]) & (plan1.question == m["question"]) & (plan1.status == "confirmatory")]
+    return {"plan1_row": f"{m['study']}.{m['question']}",
+            "plan1_verdict": hit.verdict.iloc[0] if len(hit) else None}
+
+
+def judge(plan: Dict[str, Any], r: pd.DataFrame, t: Dict[str, Any], mapping: Optional[Dict[str, Any]] = None,
+          plan1: Optional[pd.DataFrame] = None) -> pd.DataFrame:
+    """Every question of the plan as one row (the order of the plan)."""
+    fams = plan2.families(plan)
+    n_fams = len(fams)
+    mapping, plan1 = mapping or {}, plan1 if plan1 is not None else pd.DataFrame()
+    out = []
+    for name, s in plan["studies"].items():
+        seeds = [int(x) for x in s["seeds"]]
+        rs = r[r.study == name] if not r.empty else r
+        b = s["budget"]
+        for q in s["questions"]:
+            fam = plan2.family_of(s, q)
+            a = plan2.alpha_each(plan, fam)
+            qm = dict(q, margin=margin(q, t))
+            x = values(q, rs, seeds, t)
+            used_cells = [q["a"]] + ([q["b"]] if q["kind"] == "paired" else [])
+            used = rs[rs.cell.isin(used_cells) & rs.seed.isin(seeds)] if not rs.empty else rs
+            row = dict(study=name, family=fam, primary=fam == plan["rules"]["primary_family"], question=q["id"],
+                       claim=q["claim"], test=q["test"], direction=q["direction"], margin=qm["margin"],
+                       alpha_each=a, seeds=len(seeds), budget=f"{b['train_limit'] or 55000} images x {b['epochs']} epochs",
+                       plan_hash=plan2.study_hash_v2(plan, name),
+                       paper_effect=(q.get("paper") or {}).get("effect"))
+            row.update(_plan1(mapping, q["id"], plan1))
+            d = decide(x.to_numpy(dtype=float), qm, a)
+            row.update({k: d[k] for k in ("n", "mean", "sd", "ci_low", "ci_high")})
+            conv = int(used.converged.sum()) if len(used) else 0
+            row.update(converged=f"{conv}/{len(used)}", device=", ".join(sorted(set(used.device))) if len(used) else "")
+            hashes = set(used.plan_hash) if len(used) else set()
+            row["post_hoc"] = bool(hashes - {row["plan_hash"]})
+            fair = None
+            if q["kind"] == "paired" and q.get("b") and dict(s["cells"][q["b"]] or {}).get("free"):
+                free_mean = float(rs[rs.cell == q["b"]].acc1.mean()) if len(rs) else math.nan
+                fair = bool(t["acc1"] > free_mean) if not math.isnan(free_mean) else None
+                row["teacher_minus_free"] = t["acc1"] - free_mean
+            row["fair"] = fair
+            if len(x) < len(seeds) or len(used) < len(used_cells) * len(seeds):
+                row["verdict"] = f"not measured yet ({len(x)} of {len(seeds)} seeds)"
+            elif conv < len(used):
+                row["verdict"] = f"not converged ({len(used) - conv} of {len(used)} runs)"
+            elif fair is False:
+                row["verdict"] = "unfair (teacher below free)"
+            else:
+                row["verdict"] = d["verdict"]
+            row["verdict_test"] = d["verdict"] if len(x) >= 2 else None  # what the test alone says (shown, not used)
+            row["holds_across_families"] = (decide(x.to_numpy(dtype=float), qm, a / n_fams)["verdict"] == row["verdict"]
+                                            if row["verdict"] in (SUPPORTS, CONTRADICTS) else None)
+            out.append(row)
+    return pd.DataFrame(out)
+
+
+def figure(claims: pd.DataFrame, family: str, plan: Dict[str, Any]):
+    """One family's rows: each interval at its level on the family's own scale, the null and the margins; the
+    verdict in words on the right; plain labels (the question ids are the plan's)."""
+    import matplotlib.pyplot as plt
+
+    c = claims[claims.family == family].reset_index(drop=True)
+    fig, ax = plt.subplots(figsize=(10, 0.45 * len(c) + 1.6))
+    for i, r in c.iterrows():
+        y = len(c) - 1 - i
+        col = COLORS.get(r.verdict, "#9e9e9e")
+        if r.n >= 2:
+            ax.plot([r.ci_low, r.ci_high], [y, y], color=col, lw=3)
+            ax.plot(r["mean"], y, "o", color=col, ms=6, mec="black")
+        ax.text(1.01, y, r.verdict, transform=ax.get_yaxis_transform(), va="center", fontsize=8)
+        if r.margin and r.test != "superiority":
+            for v in ([-r.margin, r.margin] if r.test == "equivalence" else [-r.margin]):
+                ax.plot([v, v], [y - 0.4, y + 0.4], color="black", lw=1, ls=":")
+    ax.axvline(0, color="black", lw=0.8)
+    ax.set_yticks(range(len(c)))
+    ax.set_yticklabels([f"{r.question} ({r.budget.split(' x')[0]})" for r in c.iloc[::-1].itertuples()], fontsize=8)
+    ax.set_ylim(-0.6, len(c) - 0.4)
+    ax.set_xlabel("difference in test Acc@1 (percentage points, paired by seed; all 10,000 test images); bar = the "
+                  "row's (1 - alpha/family size) interval, dotted = margin", fontsize=8)
+    seeds = sorted({int(s) for s in c.seeds})
+    ax.set_title(f"Plan v2, family {family}: {len(c)} rows, {'/'.join(map(str, seeds))} seeds per row, "
+                 "Fashion-MNIST test set (10,000 images)", fontsize=9, loc="left")
+    fig.tight_layout()
+    return fig
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    import yaml
+
+    ap = argparse.ArgumentParser(description="Plan v2's verdicts from its runs' files")
+    ap.add_argument("--plan", default=plan2.PLAN_FILE)
+    ap.add_argument("--results", default=RESULTS)
+    ap.add_argument("--out", default=RESULTS)
+    a = ap.parse_args(argv)
+    plan = plan2.load_v2(a.plan)
+    t = teacher(a.results)
+    mapping = yaml.safe_load(open(MAPPING)) if os.path.exists(MAPPING) else {}
+    plan1 = pd.read_csv(PLAN1_CLAIMS) if os.path.exists(PLAN1_CLAIMS) else pd.DataFrame()
+    claims = judge(plan, runs(a.results), t, mapping, plan1)
+    os.makedirs(a.out, exist_ok=True)
+    from .pipeline import save_figure, write_csv
+
+    write_csv(claims.round(4), os.path.join(a.out, "claims.csv"))
+    write_csv(pd.DataFrame(plan2.power_rows(plan)).round(4), os.path.join(a.out, "power.csv"))
+    cols = ["family", "question", "budget", "n", "mean", "ci_low", "ci_high", "margin", "converged", "verdict",
+            "plan1_verdict"]
+    md = claims[cols].round(2).to_markdown(index=False)
+    tmp = os.path.join(a.out, "claims.md.tmp")
+    with open(tmp, "w") as fh:
+        fh.write(f"Teacher: seed {t['seed']}, test Acc@1 {t['acc1']:.2f} %, its seeds' SD {t['seed_sd']:.2f} pt.\n\n"
+                 + md + "\n")
+    os.replace(tmp, os.path.join(a.out, "claims.md"))
+    for fam in plan2.families(plan):
+        save_figure(figure(claims, fam, plan), os.path.join(a.out, f"verdicts_{fam}.png"))
+    with pd.option_context("display.width", 250, "display.max_columns", 20, "display.max_colwidth", 40):
+        print(claims[cols].round(2).to_string(index=False))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
