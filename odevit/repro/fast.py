@@ -257,7 +257,7 @@ def evaluate(stacked: Stacked, data: Data, num_steps: Optional[int] = None, batc
     for i in range(0, n, batch):
         x, y = data.x[i : i + batch], data.y[i : i + batch]
         logits = stacked.vmap(lambda m, xx: m(xx, **kw), x, in_dims=None).float()  # (K, B, C)
-        top = logits.topk(max(ks), dim=-1).indices  # (K, B, kmax)
+        top = logits.topk(min(max(ks), logits.shape[-1]), dim=-1).indices  # (K, B, kmax): k > classes = all
         hit = top == y.view(1, -1, 1)
         hits += torch.stack([hit[..., :k].any(-1).sum(-1) for k in ks], 1)
         if per_sample:
@@ -276,12 +276,13 @@ def fit(group: Group, objective: Callable[[Any], Objective], train_loaders: Sequ
         val: Data, out_dirs: Sequence[Optional[str]], device: torch.device, cache_key: Callable[[int, int], Any],
         aug: Optional[Sequence[torch.Generator]] = None, graphs: bool = True, label: str = "",
         deadline: Optional[float] = None, on_epoch: Optional[Callable[[int], None]] = None,
-        resume: Optional[str] = None) -> bool:
+        resume: Optional[str] = None, max_epochs: Optional[int] = None) -> bool:
     """Train the group's K models for its remaining epochs: model k walks `train_loaders[k]`'s batches (its seed's
     order), gathered from the resident `train` split; `cache_key(epoch, step)` names the objective of a step (e.g.
     its drawn N); `aug[k]`: model k's augmentation generator (None: no augmentation). After every epoch: validation
     Acc@1/3/5 of all K (one vmapped pass), best.pt per model where it improved, one last.pt for the group (`resume`),
-    a line of progress with the time left. Returns False if `deadline` (time.time()) came first (resumable)."""
+    a line of progress with the time left. Returns False if `deadline` (time.time()) came first, or after
+    `max_epochs` epochs of this call (resumable: last.pt is written then)."""
     from tqdm import tqdm
 
     stepper = Stepper(group, objective, device, graphs)
@@ -291,7 +292,8 @@ def fit(group: Group, objective: Callable[[Any], Objective], train_loaders: Sequ
     t_start, e_start = time.time(), group.epoch
     last_save, save_every = time.time(), 60.0  # last.pt at most once a minute, and at the end or the deadline
     for epoch in range(group.epoch, cfg.epochs):
-        if deadline is not None and time.time() > deadline:
+        if (deadline is not None and time.time() > deadline) or (max_epochs is not None
+                                                                 and epoch - e_start >= max_epochs):
             return False
         if on_epoch is not None:
             on_epoch(epoch)
@@ -323,7 +325,8 @@ def fit(group: Group, objective: Callable[[Any], Objective], train_loaders: Sequ
                         group.best_params.setdefault(n, t.detach().clone())[k].copy_(t[k])
         group.epoch = epoch + 1
         if resume and (group.epoch == cfg.epochs or time.time() - last_save > save_every
-                       or (deadline is not None and time.time() > deadline)):
+                       or (deadline is not None and time.time() > deadline)
+                       or (max_epochs is not None and group.epoch - e_start >= max_epochs)):
             save_group(group, out_dirs, resume, aug)
             last_save = time.time()
         done = group.epoch - e_start
@@ -551,7 +554,7 @@ def select_teacher(p: Plan, device: torch.device) -> bool:
         return True
     seeds = [int(s) for s in p.plan["teacher"]["seeds"]]
     ms = [json.load(open(f"{RESULTS}/teacher/s{s}/metrics.json")) for s in seeds]
-    k = max(range(len(seeds)), key=lambda i: ms[i]["val_acc1"])
+    k = max(range(len(seeds)), key=lambda i: ms[i]["val_acc1"])  # a tie: the first seed of the plan's list
     b = dataclasses.replace(p.base, seed=seeds[k])
     t = train.load_weights(pipeline.build_teacher(b, p.teacher_cfg), f"{CKPTS}/teacher/s{seeds[k]}/best.pt").to(device)
     tr, _, _ = pipeline.data_loaders(b)

@@ -4,7 +4,7 @@ claims.md, power.csv and one forest figure per family (results/v2/verdicts_<fami
 A row's verdict, in this order (plan_v2.yaml rules):
   1. "not measured yet (k of n seeds)" while any of its runs is missing (the plan's seeds, never a subset);
   2. "not converged (k of n runs)" where any run it uses failed the floor-slope rule (metrics.json `converged`);
-  3. "unfair (teacher below free)" for a distillation-minus-free row whose teacher's test Acc@1 is not above the
+  3. "unfair (teacher not above free)" for a distillation-minus-free row whose teacher's test Acc@1 is not above the
      free ODE's mean test Acc@1 at that budget (rules.fairness);
   4. else the test's verdict (verdicts.decide: supports / contradicts / inconclusive) at alpha / family size.
 Every row also says whether its verdict would hold at alpha / family size / number of families
@@ -134,7 +134,7 @@ def judge(plan: Dict[str, Any], r: pd.DataFrame, t: Dict[str, Any], mapping: Opt
             elif conv < len(used):
                 row["verdict"] = f"not converged ({len(used) - conv} of {len(used)} runs)"
             elif fair is False:
-                row["verdict"] = "unfair (teacher below free)"
+                row["verdict"] = "unfair (teacher not above free)"
             else:
                 row["verdict"] = d["verdict"]
             row["verdict_test"] = d["verdict"] if len(x) >= 2 else None  # what the test alone says (shown, not used)

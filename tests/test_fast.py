@@ -1,0 +1,147 @@
+"""The fast path (odevit/repro/fast.py): on the CPU it computes what the plain path (`train.fit_many`) computes, to
+floating-point rounding; its schedule, convergence rule, augmentation and evaluation against hand-computed cases."""
+import math
+
+import pytest
+import torch
+
+from odevit.repro import fast, objectives, train
+
+from test_fit_many import _loaders, _model, _teacher_objective  # the plain path's own fixtures
+
+RTOL = 1e-4  # as test_fit_many: batched products and the stacked norm sum in another order
+
+
+def test_lr_factor_is_train_lr_factor_without_floor():
+    for total, warm in ((100, 5), (37, 0), (10, 3)):
+        for s in range(total + 2):
+            assert fast.lr_factor(s, total, warm) == pytest.approx(train.lr_factor(s, total, warm), abs=1e-15)
+
+
+def test_lr_factor_floor_phase():
+    total, warm = 100, 5
+    f = [fast.lr_factor(s, total, warm, floor=0.1, floor_frac=0.25) for s in range(total)]
+    assert f[:6] == pytest.approx([0, 0.2, 0.4, 0.6, 0.8, 1.0])
+    assert all(v == 0.1 for v in f[75:])  # the last quarter at the floor
+    assert f[74] > 0.1 and all(a >= b for a, b in zip(f[5:75], f[6:76]))  # cosine down to it, never below
+    assert fast.lr_factor(40, total, warm, 0.1, 0.25) == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * 0.5)))
+
+
+def test_floor_slope_by_hand_and_flips():
+    flat = [0.5, 0.8, 0.85, 0.86, 0.86, 0.861, 0.859, 0.86]  # floor window = 2 epochs: [0.859, 0.86]
+    conv, gain, thr = fast.floor_slope(flat, 0.25, 5000)
+    assert gain == pytest.approx(0.2, abs=1e-9)  # slope 0.1 pt/epoch (85.9 -> 86.0) x the 2 floor epochs
+    assert thr == pytest.approx(100 * math.sqrt(0.861 * 0.139 / 5000))
+    assert conv
+    rising = flat[:-2] + [0.861, 0.875]  # +1.4 pt over the window: still learning
+    conv, gain, _ = fast.floor_slope(rising, 0.25, 5000)
+    assert gain == pytest.approx(2 * 1.4, abs=1e-9) and not conv
+    with pytest.raises(ValueError, match="floor window"):
+        fast.floor_slope([0.5], 0.25, 5000)
+
+
+def test_tau_rule():
+    assert fast.tau_by_rule([4.5, 10.0, 53.5], 30 / 49) == pytest.approx(30.0)
+    with pytest.raises(ValueError, match="no span"):
+        fast.tau_by_rule([2.0, 2.0], 0.6)
+
+
+def test_augment_crops_and_flips_within_the_pad():
+    x = torch.arange(2 * 1 * 6 * 6, dtype=torch.float32).view(2, 1, 6, 6)
+    a = fast.augment(x, torch.Generator().manual_seed(0), pad=2)
+    b = fast.augment(x, torch.Generator().manual_seed(0), pad=2)
+    assert torch.equal(a, b) and a.shape == x.shape  # the generator fixes the draws
+    xp = torch.nn.functional.pad(x, (2, 2, 2, 2))
+    for i in range(2):  # every output is one of the 25 crops of the padded image, flipped or not
+        cands = [c for dy in range(5) for dx in range(5) for c in (xp[i, :, dy:dy + 6, dx:dx + 6],
+                                                                    xp[i, :, dy:dy + 6, dx:dx + 6].flip(-1))]
+        assert any(torch.equal(a[i], c) for c in cands)
+    assert torch.equal(fast.augment(x, torch.Generator().manual_seed(1), pad=0).abs().sum(), x.abs().sum())
+
+
+def _fast_fit(seeds, objective, epochs=2, lr=3e-3):
+    ms, lo = [], [_loaders(s) for s in seeds]
+    for s in seeds:
+        ms.append(_model(s))
+    g = fast.new_group(ms, fast.Optim(lr, 0.05, 0.05, 1.0, epochs), len(lo[0][0]), torch.device("cpu"))
+    tr = fast.Data.of(lo[0][0].__class__(lo[0][0].split, 16, lo[0][0].transform, limit=lo[0][0].n), torch.device("cpu"))
+    va = fast.Data.of(lo[0][1], torch.device("cpu"))
+    assert fast.fit(g, lambda key: objective, [l[0] for l in lo], tr, va, [None] * len(seeds), torch.device("cpu"),
+                    lambda e, b: 0, graphs=False)
+    return g
+
+
+def _plain_fit(seeds, objective, epochs=2, lr=3e-3):
+    ms, rngs = [], []
+    for s in seeds:
+        ms.append(_model(s))
+        rngs.append(train._rng_state())
+    lo = [_loaders(s) for s in seeds]
+    cfg = train.TrainConfig(epochs=epochs, lr=lr, weight_decay=0.05, warmup=0.05, clip=1.0, device="cpu")
+    hs = train.fit_many(ms, [l[0] for l in lo], [l[1] for l in lo], objective, cfg, [None] * len(seeds),
+                        run_ids=["r"] * len(seeds), rngs=rngs)
+    return ms, hs
+
+
+@pytest.mark.parametrize("kind", ["free", "distilled"])
+def test_fast_equals_plain_path_on_cpu(kind):
+    obj = objectives.ode_scratch(0.1, jasmin_weight=1.0) if kind == "free" else _teacher_objective()
+    seeds = [3, 4]
+    g = _fast_fit(seeds, obj)
+    ms, hs = _plain_fit(seeds, obj)
+    for k, m in enumerate(ms):
+        for n, p in m.named_parameters():
+            assert torch.allclose(g.stacked.params[n][k], p.detach(), rtol=RTOL, atol=1e-6), (k, n)
+        for a, b in zip(g.histories[k], hs[k]):
+            assert a["train_loss"] == pytest.approx(b["train_loss"], rel=RTOL)
+            assert a["val_acc1"] == pytest.approx(b["val_acc1"], abs=1 / 16 + 1e-9)  # at most one image flips
+
+
+def test_fast_path_differs_when_the_arithmetic_does():
+    """The equivalence test can fail: another learning rate gives other weights."""
+    obj = objectives.ode_scratch(0.1)
+    g = _fast_fit([3, 4], obj, lr=3e-3)
+    ms, _ = _plain_fit([3, 4], obj, lr=1e-3)
+    n, p = next(iter(ms[0].named_parameters()))
+    assert not torch.allclose(g.stacked.params[n][0], p.detach(), rtol=RTOL, atol=1e-6)
+
+
+def test_evaluate_matches_train_evaluate():
+    ms = [_model(s) for s in (1, 2)]
+    _, va = _loaders(0)
+    st = fast.Stacked(ms, torch.device("cpu"))
+    got = fast.evaluate(st, fast.Data.of(va, torch.device("cpu")), ks=(1, 3))
+    for m, r in zip(ms, got):
+        want = train.evaluate(m, va, torch.device("cpu"), ks=(1, 3))
+        assert r["acc1"] == pytest.approx(want["acc1"], abs=1 / 16 + 1e-9)
+        assert r["acc3"] == pytest.approx(want["acc3"], abs=1 / 16 + 1e-9)
+    two = fast.evaluate(st, fast.Data.of(va, torch.device("cpu")), num_steps=2, ks=(1,))
+    assert two[0]["acc1"] == pytest.approx(train.evaluate(ms[0], va, torch.device("cpu"), num_steps=2, ks=(1,))["acc1"],
+                                           abs=1 / 16 + 1e-9)
+
+
+def test_resume_continues_where_it_stopped(tmp_path):
+    """A group stopped at its deadline and resumed from last.pt ends where an uninterrupted one does."""
+    obj = objectives.ode_scratch(0.1)
+    seeds = [5, 6]
+    whole = _fast_fit(seeds, obj, epochs=3)
+    lo = [_loaders(s) for s in seeds]
+    cpu = torch.device("cpu")
+    tr = fast.Data.of(lo[0][0].__class__(lo[0][0].split, 16, lo[0][0].transform, limit=lo[0][0].n), cpu)
+    va = fast.Data.of(lo[0][1], cpu)
+    last = str(tmp_path / "last.pt")
+    outs = [str(tmp_path / f"s{s}") for s in seeds]
+
+    def group():
+        return fast.new_group([_model(s) for s in seeds], fast.Optim(3e-3, 0.05, 0.05, 1.0, 3), len(lo[0][0]), cpu)
+
+    g1 = group()
+    assert not fast.fit(g1, lambda k: obj, [l[0] for l in lo], tr, va, outs, cpu, lambda e, b: 0, graphs=False,
+                        resume=last, max_epochs=1)  # stopped after one epoch of three, last.pt written
+    g2 = group()
+    assert fast.load_resume(g2, last) and g2.epoch == 1
+    assert fast.fit(g2, lambda k: obj, [l[0] for l in lo], tr, va, outs, cpu, lambda e, b: 0, graphs=False, resume=last)
+    for n, t in whole.stacked.params.items():
+        assert torch.allclose(g2.stacked.params[n], t, rtol=1e-6, atol=1e-7), n
+    assert [h["val_acc1"] for h in g2.histories[0]] == [h["val_acc1"] for h in whole.histories[0]]
+    assert (tmp_path / "s5" / "best.pt").exists()

@@ -1,0 +1,96 @@
+"""Plan v2 (plan_v2.yaml): checked on load, families across studies, and its verdicts (verdicts2) against hand-computed
+cases, each verdict flipping when the data do."""
+import copy
+import math
+
+import pandas as pd
+import pytest
+import yaml
+from scipy import stats as st
+
+from odevit.repro import plan2, verdicts2
+from odevit.repro.plan import PlanError
+
+PLAN = yaml.safe_load(open("plan_v2.yaml"))
+
+
+def test_committed_plan_loads_with_its_families():
+    plan2.check(PLAN)
+    fams = plan2.families(PLAN)
+    assert PLAN["rules"]["primary_family"] == "v2_headline"
+    assert len(fams["v2_headline"]) == 9 and len(fams["v2_steps"]) == 10  # the headline rows of all four budgets
+    assert plan2.alpha_each(PLAN, "v2_headline") == pytest.approx(0.05 / 9)
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda p: p["studies"]["v2_3k"].__setitem__("seeds", [2100, 2201]), "not a fresh integer seed"),
+    (lambda p: p["studies"]["v2_10k"]["questions"][2].pop("margin"), "margin needed"),
+    (lambda p: p["rules"]["convergence"].__setitem__("rule", "full_schedule"), "floor_slope"),
+    (lambda p: p.__setitem__("version", 1), "version: 2"),
+    (lambda p: p["studies"]["v2_1k"]["questions"][0]["pilot"].__setitem__("sd", 50.0), "power"),
+])
+def test_bad_plans_are_refused_naming_the_key(edit, match):
+    p = copy.deepcopy(PLAN)
+    edit(p)
+    with pytest.raises(PlanError, match=match):
+        plan2.check(p)
+
+
+def test_hash_changes_with_the_block_only():
+    p = copy.deepcopy(PLAN)
+    h = {n: plan2.study_hash_v2(PLAN, n) for n in PLAN["studies"]}
+    p["studies"]["v2_1k"]["budget"]["epochs"] = 151
+    assert plan2.study_hash_v2(p, "v2_1k") != h["v2_1k"] and plan2.study_hash_v2(p, "v2_3k") == h["v2_3k"]
+
+
+def _mini(test="superiority", margin=None):
+    q = {"id": "q", "claim": "c", "kind": "paired", "a": "ref", "b": "free", "metric": "acc1", "unit": "pt",
+         "test": test, "direction": "greater" if test != "equivalence" else "none", "pilot": {"sd": 1, "n": 3, "mean": 0}}
+    if margin is not None:
+        q["margin"] = margin
+    return {"rules": {"alpha": 0.05, "primary_family": "f"},
+            "studies": {"s": {"family": "f", "budget": {"train_limit": 1000, "epochs": 10}, "seeds": [1, 2, 3],
+                              "cells": {"ref": {}, "free": {"free": True}}, "questions": [q]}},
+            "teacher": {}}
+
+
+def _runs(ref, free, conv=(True,) * 6):
+    rows = [dict(study="s", cell="ref", seed=s, acc1=a, converged=c, plan_hash="x", device="d")
+            for s, a, c in zip((1, 2, 3), ref, conv[:3])]
+    rows += [dict(study="s", cell="free", seed=s, acc1=a, converged=c, plan_hash="x", device="d")
+             for s, a, c in zip((1, 2, 3), free, conv[3:])]
+    return pd.DataFrame(rows)
+
+
+T = {"acc1": 90.0, "seed_sd": 0.2, "seed": 0, "converged": True}
+
+
+def test_verdict_by_hand_and_flips():
+    plan = _mini()
+    r = verdicts2.judge(plan, _runs([82.0, 83.0, 84.5], [80.0, 80.5, 81.0]), T).iloc[0]
+    d = [2.0, 2.5, 3.5]  # ref - free per seed
+    mean, sd = sum(d) / 3, pd.Series(d).std()
+    half = st.t.ppf(1 - 0.05 / 2, 2) * sd / math.sqrt(3)
+    assert (r["mean"], r["ci_low"], r["ci_high"]) == pytest.approx((mean, mean - half, mean + half))
+    assert r.verdict == "supports" and r.fair
+    flipped = verdicts2.judge(plan, _runs([80.0, 80.5, 81.0], [82.0, 83.0, 84.5]), T).iloc[0]
+    assert flipped.verdict == "contradicts"
+    noisy = verdicts2.judge(plan, _runs([82.0, 79.0, 84.5], [80.0, 80.5, 81.0]), T).iloc[0]
+    assert noisy.verdict == "inconclusive"
+
+
+def test_row_labels_before_the_test():
+    plan = _mini()
+    good = _runs([82.0, 83.0, 84.5], [80.0, 80.5, 81.0])
+    assert verdicts2.judge(plan, good.iloc[1:], T).iloc[0].verdict == "not measured yet (2 of 3 seeds)"
+    assert verdicts2.judge(plan, _runs([82.0, 83.0, 84.5], [80.0, 80.5, 81.0], (True,) * 5 + (False,)),
+                           T).iloc[0].verdict == "not converged (1 of 6 runs)"
+    weak = dict(T, acc1=80.0)  # a teacher below the free ODE's mean (80.5): not a fair test of distillation
+    r = verdicts2.judge(plan, good, weak).iloc[0]
+    assert r.verdict == "unfair (teacher not above free)" and r.verdict_test == "supports"
+
+
+def test_retention_margin_rule():
+    q = {"margin_rule": "teacher_spread"}
+    assert verdicts2.margin(q, {"acc1": 90.0, "seed_sd": 0.5}) == pytest.approx(1.0)
+    assert verdicts2.margin(q, {"acc1": 90.0, "seed_sd": 0.1}) == pytest.approx(2 * 100 * math.sqrt(0.09 / 10000))
