@@ -1145,7 +1145,48 @@ def machine_shift(root: str = ".") -> str:
     return "\n\n".join(out)
 
 
+V2_LABELS = {"ts_minus_free": "label-free student − free ODE", "ce_minus_free": "+CE student − free ODE",
+             "retention": "label-free student − its teacher", "half_n": "Acc@1 at N/2 = 6 − at N = 12",
+             "double_n": "Acc@1 at 2N = 24 − at N", "unseen": "worst Acc@1 at never-trained N (4, 5, 7, 9, 10) − at N",
+             "unseen_inside": "worst Acc@1 at never-trained N inside its range (7, 9, 10) − at N",
+             "unseen_below": "worst Acc@1 below its range (N = 4, 5) − at N",
+             "centernorm_minus_layernorm": "CenterNorm − LayerNorm (distilled)",
+             "jasmin_on_minus_off": "JaSMin on − off (distilled)",
+             "strong_minus_weak_teacher": "v2 teacher − plan 1's 3-epoch teacher (distilled)"}
+
+
+def _v2_label(q: str) -> str:
+    for key in sorted(V2_LABELS, key=len, reverse=True):
+        if q == key or q.startswith(key + "_"):
+            rest = q[len(key) + 1:]
+            who = {"ref": "distilled", "free": "free ODE", "remedy": "remedy"}.get(rest.split("_")[-1], "")
+            return V2_LABELS[key] + (f", {who}" if who and key in ("half_n", "double_n", "unseen", "unseen_inside",
+                                                                  "unseen_below") else "")
+    return q
+
+
+def v2_verdicts(root: str = ".") -> str:
+    """Plan v2's rows (results/v2/claims.csv, `python -m odevit.repro.verdicts2`): one line each, its family's figure."""
+    path = os.path.join(root, "results/v2/claims.csv")
+    if not os.path.exists(path):
+        return "Plan v2's verdicts: not computed yet (`python -m odevit.repro.verdicts2`)."
+    c = pd.read_csv(path)
+    t = _json(os.path.join(root, "results/v2/teacher/selected.json"))
+    lines = [f"Teacher: a 6-layer ViT, 40 epochs with augmentation, test Acc@1 {100 * t['acc1']:.2f} % (its 3 seeds' "
+             f"SD {t['seed_sd_pts']:.2f} pt, all converged), selected on validation. Rows: mean over paired seeds "
+             "[interval at α / family size], all 10,000 test images; plan 1's verdict of the same question in the "
+             "last column.", "", "| family | question | images | ours (pt) | verdict | plan 1 |", "|---|---|---:|---|---|---|"]
+    for r in c.itertuples():
+        ours = "–" if pd.isna(r.mean) else f"{r.mean:+.2f}{_interval(r.ci_low, r.ci_high)}"
+        p1 = "–" if pd.isna(r.plan1_verdict) else str(r.plan1_verdict)
+        lines.append(f"| {r.family.replace('v2_', '')} | {_v2_label(r.question)} | {r.budget.split(' images')[0]} | "
+                     f"{ours} | *{r.verdict}* | {p1} |")
+    figs = " · ".join(f"[{f.replace('v2_', '')}](results/v2/verdicts_{f}.png)" for f in dict.fromkeys(c.family))
+    return "\n".join(lines) + f"\n\nFigures, one scale per family: {figs}."
+
+
 SECTIONS: Dict[str, Callable[[str], str]] = {
+    "v2-verdicts": v2_verdicts,
     "plan-verdicts": plan_verdicts, "key-findings": key_findings,
     "claims-summary": claims_summary, "module-map": module_map, "claims-table": claims_table, "main-table": main_table, "weights-table": weights_table,
     "weights-summary": weights_summary,
