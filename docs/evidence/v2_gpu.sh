@@ -1,7 +1,7 @@
 #!/bin/bash
 # Plan v2's runs on one lent GPU machine (torch there, no network, DVC or apt): run from the repository root of a
-# copy of the working tree with .gpu/fmnist/*.gz (Fashion-MNIST's four files) and checkpoints/02_teacher (plan 1's
-# teacher: the weak cell's; else rebuilt from weights/ by odevit.repro.restore) carried along, and .gpu/resume.tgz
+# copy of the working tree with .gpu/fmnist/ (Fashion-MNIST's four files, the training images as .xz) carried along
+# (plan 1's teacher, the weak cell's, is rebuilt from weights/ by odevit.repro.restore), and .gpu/resume.tgz
 # (an earlier call's $OUT/v2_runs.tgz) to go on from. The runs are the command of plan_v2.yaml (rules.made_by):
 #   python -m odevit.repro.fast plan_v2.yaml --deadline DEADLINE
 # Every group stops after the epoch that passes DEADLINE seconds and resumes from its last.pt next time. Brings back
@@ -11,7 +11,11 @@ set -uo pipefail
 : "${DEADLINE:=470}" "${OUT:?OUT: the folder whose files come back}"
 export PYTHONUNBUFFERED=1
 FM=/usr/share/datasets/fashion-mnist
-[ -f "$FM/t10k-labels-idx1-ubyte.gz" ] || { mkdir -p "$FM" && cp .gpu/fmnist/*.gz "$FM/"; }
+if [ ! -f "$FM/t10k-labels-idx1-ubyte.gz" ]; then  # the training images travel as .xz (smaller: the 64 MiB limit)
+  mkdir -p "$FM" && cp .gpu/fmnist/*.gz "$FM/"
+  python3 -c "import lzma, gzip, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), gzip.open(sys.argv[2], 'wb', 1))" \
+    .gpu/fmnist/train-images-idx3-ubyte.xz "$FM/train-images-idx3-ubyte.gz"
+fi
 [ -f .gpu/resume.tgz ] && tar xzf .gpu/resume.tgz && echo "resumed from .gpu/resume.tgz"
 [ -f checkpoints/02_teacher/best.pt ] || python3 -m odevit.repro.restore
 nvidia-smi -L; python3 -c "import torch, timm; print('torch', torch.__version__, 'timm', timm.__version__)"
