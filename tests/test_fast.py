@@ -145,3 +145,19 @@ def test_resume_continues_where_it_stopped(tmp_path):
         assert torch.allclose(g2.stacked.params[n], t, rtol=1e-6, atol=1e-7), n
     assert [h["val_acc1"] for h in g2.histories[0]] == [h["val_acc1"] for h in whole.histories[0]]
     assert (tmp_path / "s5" / "best.pt").exists()
+
+
+def test_a_group_resumes_only_on_its_device_kind(tmp_path):
+    cpu = torch.device("cpu")
+    lo = _loaders(5)
+    g = fast.new_group([_model(5), _model(6)], fast.Optim(3e-3, 0.05, 0.05, 1.0, 2), len(lo[0]), cpu)
+    g.histories, g.epoch = [[{"val_acc1": 0.5}], [{"val_acc1": 0.5}]], 1
+    last = str(tmp_path / "last.pt")
+    fast.save_group(g, [None, None], last)
+    assert fast.load_resume(fast.new_group([_model(5), _model(6)], g.cfg, len(lo[0]), cpu), last)
+    ck = torch.load(last, weights_only=False)
+    ck["device"] = "NVIDIA H200"  # started on another machine kind: this one starts the group over
+    torch.save(ck, last)
+    assert not fast.load_resume(fast.new_group([_model(5), _model(6)], g.cfg, len(lo[0]), cpu), last)
+    with pytest.raises(ValueError, match="--shard 3/2"):
+        fast.run_plan("plan_v2.yaml", shard=(3, 2))

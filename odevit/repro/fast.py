@@ -347,11 +347,19 @@ def save_group(group: Group, out_dirs: Sequence[Optional[str]], resume: str,
             e = max(range(len(h)), key=lambda i: h[i]["val_acc1"])
             save_atomic({"model": {n: sd[n] for n in group.stacked.template.state_dict()}, "epoch": e + 1,
                          "val_acc1": h[e]["val_acc1"]}, os.path.join(o, "best.pt"))
-    save_atomic({"params": {n: t.detach().cpu() for n, t in group.stacked.params.items()},
+    save_atomic({"device": device_kind(next(iter(group.stacked.params.values())).device),
+                 "params": {n: t.detach().cpu() for n, t in group.stacked.params.items()},
                  "buffers": {n: t.detach().cpu() for n, t in group.stacked.buffers.items()},
                  "best_params": {n: t.detach().cpu() for n, t in group.best_params.items()},
                  "optimizer": group.opt.state_dict(), "histories": group.histories, "best": group.best,
                  "epoch": group.epoch, "aug": [g.get_state() for g in aug] if aug else None}, resume)
+
+
+def device_kind(device: torch.device) -> str:
+    """The machine kind a run is bound to: the GPU's name, or the CPU's model."""
+    from .machine import cpu_model
+
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU: {cpu_model()}"
 
 
 def load_resume(group: Group, path: str, aug: Optional[Sequence[torch.Generator]] = None) -> bool:
@@ -359,6 +367,10 @@ def load_resume(group: Group, path: str, aug: Optional[Sequence[torch.Generator]
     if not os.path.exists(path):
         return False
     ck = torch.load(path, map_location="cpu", weights_only=False)
+    here = device_kind(next(iter(group.stacked.params.values())).device)
+    if ck.get("device", here) != here:  # a run never mixes machines: it starts over here
+        print(f"{path}: started on {ck['device']}, this is {here}: the group starts over", flush=True)
+        return False
     with torch.no_grad():
         for n, t in group.stacked.params.items():
             t.copy_(ck["params"][n])
@@ -421,10 +433,7 @@ def _provenance(t0: float, device: torch.device, history: Sequence[Dict[str, flo
     process_* = the process that wrote the file (it may only have resumed a finished group)."""
     import platform
 
-    from .machine import cpu_model
-
-    return {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU: {cpu_model()}",
-            "torch": torch.__version__, "host": platform.node(), "threads": torch.get_num_threads(),
+    return {"device": device_kind(device), "torch": torch.__version__, "host": platform.node(), "threads": torch.get_num_threads(),
             "train_s": round(sum(h["epoch_time_s"] + h["eval_time_s"] for h in history), 1),
             "process_started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0)),
             "process_wall_s": round(time.time() - t0, 1), "process_cpu_s": round(time.process_time(), 1)}
@@ -708,23 +717,31 @@ def train_cell(p: Plan, study: str, cell: str, device: torch.device, graphs: boo
 
 def run_plan(path: str, device_name: str = "auto", graphs: bool = True, deadline_s: Optional[float] = None,
              studies: Optional[Sequence[str]] = None, cells: Optional[Sequence[str]] = None,
-             params_file: str = "params.yaml") -> bool:
-    """Every run of the plan, in order: the teacher seeds, then each study's cells. True when all are done."""
+             params_file: str = "params.yaml", shard: Tuple[int, int] = (0, 1), teacher_only: bool = False) -> bool:
+    """Every run of the plan, in order: the teacher seeds, then each study's cells (`shard` (i, n): only the cell
+    groups whose index in that order is i modulo n, for n processes sharing one GPU; the teacher must be done first:
+    `teacher_only`). True when all its runs are done."""
     t0 = time.time()
+    i, n = shard
+    if not 0 <= i < n:
+        raise ValueError(f"--shard {i}/{n}: expected 0 <= i < n")
     p = Plan(path, params_file)
     device = _device_setup(p.base.precision, device_name)
     deadline = t0 + deadline_s if deadline_s else None
-    print(f"plan {path}: device {device}, deadline {deadline_s or 'none'} s", flush=True)
+    print(f"plan {path}: device {device}, deadline {deadline_s or 'none'} s" + (f", shard {i}/{n}" if n > 1 else ""),
+          flush=True)
+    if n > 1 and not os.path.exists(f"{RESULTS}/teacher/selected.json"):
+        raise FileNotFoundError(f"{RESULTS}/teacher/selected.json: shards need the teacher first (--teacher-only)")
     if not train_teachers(p, device, graphs, deadline):
         print("deadline: stopped during the teacher (resumes from its last.pt)", flush=True)
         return False
+    if teacher_only:
+        return True
     cache: Dict[Any, Any] = {}
-    for study, s in p.plan["studies"].items():
-        if studies and study not in studies:
-            continue
-        for cell in s["cells"]:
-            if cells and cell not in cells:
-                continue
+    groups = [(study, cell) for study, s in p.plan["studies"].items() if not studies or study in studies
+              for cell in s["cells"] if not cells or cell in cells]
+    for j, (study, cell) in enumerate(groups):
+        if j % n == i:
             if not train_cell(p, study, cell, device, graphs, deadline, cache):
                 print(f"deadline: stopped in {study} {cell} (resumes from its last.pt)", flush=True)
                 return False
@@ -743,8 +760,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--studies", nargs="*", default=None)
     ap.add_argument("--cells", nargs="*", default=None)
     ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--shard", default="0/1", help="I/N: this process makes cell groups I, I+N, ... (N processes)")
+    ap.add_argument("--teacher-only", action="store_true", help="make the teacher seeds and stop (before shards)")
     a = ap.parse_args(argv)
-    return 0 if run_plan(a.plan, a.device, not a.no_graphs, a.deadline, a.studies, a.cells, a.params) else 3
+    try:
+        shard = tuple(int(v) for v in a.shard.split("/"))
+        assert len(shard) == 2
+    except (ValueError, AssertionError):
+        ap.error(f"--shard {a.shard!r}: expected I/N, e.g. 0/3")
+    return 0 if run_plan(a.plan, a.device, not a.no_graphs, a.deadline, a.studies, a.cells, a.params, shard,
+                         a.teacher_only) else 3
 
 
 if __name__ == "__main__":
