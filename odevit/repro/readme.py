@@ -1172,15 +1172,24 @@ def v2_verdicts(root: str = ".") -> str:
         return "Plan v2's verdicts: not computed yet (`python -m odevit.repro.verdicts2`)."
     c = pd.read_csv(path)
     t = _json(os.path.join(root, "results/v2/teacher/selected.json"))
+    def against(v2: str, p1: Any) -> str:  # computed from the two verdicts, never typed
+        if pd.isna(p1) or v2 not in ("supports", "contradicts", "inconclusive"):
+            return "open" if not pd.isna(p1) else "new"
+        if p1 not in ("supports", "contradicts", "inconclusive"):
+            return "new verdict"
+        return "replicated" if v2 == p1 else ("overturned" if {v2, p1} == {"supports", "contradicts"} else "changed")
+
     lines = [f"Teacher: a 6-layer ViT, 40 epochs with augmentation, test Acc@1 {100 * t['acc1']:.2f} % (its 3 seeds' "
-             f"SD {t['seed_sd_pts']:.2f} pt, all converged), selected on validation. Rows: mean over paired seeds "
+             f"SD {t['seed_sd_pts']:.2f} pt, {'all' if all(t['converged']) else 'not all'} converged by the floor-slope "
+             "rule), selected on validation. Rows: mean over paired seeds "
              "[interval at α / family size], all 10,000 test images; plan 1's verdict of the same question in the "
-             "last column.", "", "| family | question | images | ours (pt) | verdict | plan 1 |", "|---|---|---:|---|---|---|"]
+             "plan 1 column; the last says what v2 did to it (open: v2's row has no verdict yet).", "",
+             "| family | question | images | ours (pt) | verdict | plan 1 | v2 vs plan 1 |", "|---|---|---:|---|---|---|---|"]
     for r in c.itertuples():
         ours = "–" if pd.isna(r.mean) else f"{r.mean:+.2f}{_interval(r.ci_low, r.ci_high)}"
         p1 = "–" if pd.isna(r.plan1_verdict) else str(r.plan1_verdict)
         lines.append(f"| {r.family.replace('v2_', '')} | {_v2_label(r.question)} | {r.budget.split(' images')[0]} | "
-                     f"{ours} | *{r.verdict}* | {p1} |")
+                     f"{ours} | *{r.verdict}* | {p1} | {against(r.verdict, r.plan1_verdict)} |")
     figs = " · ".join(f"[{f.replace('v2_', '')}](results/v2/verdicts_{f}.png)" for f in dict.fromkeys(c.family))
     return "\n".join(lines) + f"\n\nFigures, one scale per family: {figs}."
 
