@@ -1,6 +1,7 @@
 """The fast path's speed, measured (issue 54): `python -m odevit.repro.fast_bench gpu-record` tabulates the GPU runs'
 own histories (results/v2, one row per cell group: device, K, images/s of the training loop); `python -m
-odevit.repro.fast_bench cpu` times the plain path (`train.fit_many`) and the fast path (`fast.fit`, eager) side by side
+odevit.repro.fast_bench profile` times one step at K = 8, 16, 32 seeds on this machine's device (the tool to run first on
+a GPU); `python -m odevit.repro.fast_bench cpu` times the plain path (`train.fit_many`) and the fast path (`fast.fit`, eager) side by side
 on this CPU, the same cell, seeds and batches, alternating, and writes results/bench/fast_cpu.json and .md."""
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import os
 import statistics
 import sys
 import time
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 import pandas as pd
 
@@ -91,9 +92,71 @@ def cpu_side_by_side(steps: int = 12, K: int = 2, repeats: int = 2) -> dict:
             "date": time.strftime("%Y-%m-%d")}
 
 
+def profile_step(Ks: Sequence[int] = (8, 16, 32), steps: int = 5, device_name: str = "auto") -> pd.DataFrame:
+    """One fast-path step of the default distilled cell at K seeds (batch 128 each), on this machine's device: the
+    median step time over `steps` steps after warm-up (on CUDA: replayed graphs), images/s, and under
+    torch.profiler the kernel launches (CUDA) or operator calls (CPU) of one step."""
+    import dataclasses
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from . import config, fast, objectives, pipeline, train
+    from .study import build_cell, load_teacher, read_teacher_distances
+
+    cfg = config.check_stage("cell")
+    b0, d = dataclasses.replace(cfg["base"], precision="fp32"), cfg["distill"]
+    dev = fast._device_setup("fp32", device_name)
+    ck = pipeline.schedule(read_teacher_distances(), d)
+    rows = []
+    for K in Ks:
+        n = (steps + 4) * b0.batch_size
+        loaders, _, _ = fast._loaders(b0, n, list(range(K)))
+        ms, t = [], None
+        for s in range(K):
+            b = dataclasses.replace(b0, seed=s)
+            pipeline.setup(b)
+            t = load_teacher(b, cfg["teacher"], dev)
+            ms.append(build_cell(t, d, False))
+        full = loaders[0].__class__(loaders[0].split, 512, loaders[0].transform, limit=n)
+        cache = objectives.teacher_cls_cache(t, full, dev).to(dev)
+        obj = pipeline.distill_objective(t, ck, d, cache)
+        g = fast.new_group(ms, fast.Optim(d.lr, d.weight_decay, d.warmup, d.clip, 1), len(loaders[0]), dev)
+        trd = fast.Data.of(full, dev)
+        st = fast.Stepper(g, lambda key: obj, dev, graphs=True)
+        plans = [l.indices(0) for l in loaders]
+        times = []
+        for i in range(steps + 4):
+            idx = torch.stack([p[i][0] for p in plans]).to(dev)
+            sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+            sync()
+            t0 = time.perf_counter()
+            if i == steps + 3:  # the last step under the profiler
+                acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
+                with profile(activities=acts) as prof:
+                    st.step(0, trd.x[idx], trd.y[idx], idx, 0, d.lr)
+                    sync()
+                ev = prof.key_averages()
+                launches = sum(e.count for e in ev if e.key in ("cudaLaunchKernel", "cudaGraphLaunch",
+                                                                "cuLaunchKernel"))
+                ops = sum(e.count for e in ev if e.key.startswith("aten::"))
+            else:
+                st.step(0, trd.x[idx], trd.y[idx], idx, 0, d.lr)
+                sync()
+                if i >= 4:  # after the warm-up (and, on CUDA, the capture)
+                    times.append(time.perf_counter() - t0)
+        ms_step = 1000 * statistics.median(times)
+        rows.append(dict(device=fast.device_kind(dev), K=K, batch=b0.batch_size, step_ms=round(ms_step, 2),
+                         img_per_s=round(K * b0.batch_size / ms_step * 1000), launches_in_step=launches,
+                         aten_ops_in_step=ops))
+        print(rows[-1], flush=True)
+    return pd.DataFrame(rows)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("what", choices=["gpu-record", "cpu"])
+    ap.add_argument("what", choices=["gpu-record", "cpu", "profile"])
+    ap.add_argument("--K", type=int, nargs="*", default=[8, 16, 32])
     a = ap.parse_args(argv)
     os.makedirs(OUT, exist_ok=True)
     if a.what == "gpu-record":
@@ -109,6 +172,16 @@ def main(argv: Optional[List[str]] = None) -> int:
                     f"training loops {t.loop_s.sum():.0f} s, evaluation {t.eval_s.sum():.0f} s.\n")
         os.replace(path + ".tmp", path)
         print(open(path).read())
+    elif a.what == "profile":
+        t = profile_step(a.K)
+        kind = "gpu" if "CPU" not in t.device.iloc[0] else "cpu"
+        path = os.path.join(OUT, f"fast_profile_{kind}.md")
+        with open(path + ".tmp", "w") as f:
+            f.write(f"# One fast-path step of the default distilled cell at K seeds ({time.strftime('%Y-%m-%d')})\n\n"
+                    "`python -m odevit.repro.fast_bench profile`: median of the steps after warm-up (CUDA: replayed "
+                    "graphs); launches / aten ops counted under torch.profiler in one more step.\n\n"
+                    + t.to_markdown(index=False) + "\n")
+        os.replace(path + ".tmp", path)
     else:
         r = cpu_side_by_side()
         with open(os.path.join(OUT, "fast_cpu.json.tmp"), "w") as f:
