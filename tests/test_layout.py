@@ -1,6 +1,6 @@
 """The layout: the ODE-ViT layer (odevit/*.py) never imports the lab (odevit/repro/), and no odevit module imports
 itself back through a circle. The import graph is read from the AST, function-level imports included (a lazy
-import is still a dependency). The README's module map lists every module (odevit.repro.readme.module_map)."""
+import is still a dependency). The module map (docs/pipeline.md) lists every module (odevit.repro.readme.module_map)."""
 from __future__ import annotations
 
 import ast

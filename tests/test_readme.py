@@ -16,30 +16,35 @@ def test_readme_result_sections_match_the_results_files():
 def test_every_section_is_on_exactly_one_page():
     where = readme.placement(str(ROOT))
     assert set(where) == set(readme.SECTIONS)
-    assert where["key-findings"] == where["plan-verdicts"] == where["weights-summary"] == "README.md"
+    assert where["v2-verdicts"] == where["weights-summary"] == "README.md"  # plan v2 leads the README
+    assert where["key-findings"] == where["plan-verdicts"] == where["machine-shift"] == "docs/plan1.md"
     assert where["claims-summary"] == "docs/results.md"  # the quick run
     assert where["converged-study"] == where["budget-curve"] == where["float-noise"] == "docs/exploratory.md"
 
 
 def test_the_first_screen_is_the_answer():
-    """The README opens with what this is and the findings in words, then the plan's verdicts (fresh seeds, analysis
-    fixed before the runs) with their figure, the published weights and the two commands; the quick run and the
-    exploratory studies are pages it links, their links rewritten for the page they are on."""
+    """The README (a page people read: <= 150 lines, <= 2,000 words, no line over 300 characters) opens with what
+    this is, then plan v2's rows in words and as a table, plan 1 in one paragraph with its page, the published
+    weights, the two commands and where to read on; plan 1 in full, the quick run and the exploratory studies are
+    pages it links, their links rewritten for the page they are on."""
     text = (ROOT / "README.md").read_text()
-    order = ["## What we found", "<!-- key-findings -->", "## The plan's verdicts", "<!-- plan-verdicts -->",
-             "](results/evidence/verdicts.png)", "## Trained weights", "<!-- weights-summary -->", "## Two commands",
-             "## Earlier studies and the quick run", "## Read on"]
+    lines = text.splitlines()
+    assert len(lines) <= 150 and len(text.split()) <= 2000 and max(map(len, lines)) <= 300
+    order = ["## What we found", "<!-- v2-verdicts -->", "### Plan 1", "](docs/plan1.md)", "## Trained weights",
+             "<!-- weights-summary -->", "## Two commands", "## Earlier studies and the quick run", "## Read on"]
     at = [text.index(o) for o in order]
     assert at == sorted(at) and at[0] < 2000
     for page in ("usage", "results", "exploratory", "pipeline", "paper", "published_code", "performance",
-                 "reproducibility", "plan"):
+                 "reproducibility", "plan", "plan1"):
         assert f"(docs/{page}.md)" in text and (ROOT / f"docs/{page}.md").is_file()
     res = (ROOT / "docs/results.md").read_text()
     end = res.index("<!-- /claims-summary -->")
     assert end < res.index("](../results/07_report/claims.png)") < end + 200  # the quick run's figure under its table
     exp = (ROOT / "docs/exploratory.md").read_text()
     assert exp.index("<!-- converged-study -->") < exp.index("](evidence/converged_fmnist/results/07_report/claims.png)")
-    assert "](docs/" not in res + exp and "](results/" not in res + exp  # links from docs/, not from the root
+    p1 = (ROOT / "docs/plan1.md").read_text()
+    assert p1.index("<!-- key-findings -->") < p1.index("](../results/evidence/teacher_by_images.png)")
+    assert "](docs/" not in res + exp + p1 and "](results/" not in res + exp + p1  # links from docs/, not the root
 
 
 def test_section_links_are_rewritten_for_the_page():
@@ -50,12 +55,12 @@ def test_section_links_are_rewritten_for_the_page():
 
 def test_a_changed_number_is_caught(tmp_path):
     text = (ROOT / "README.md").read_text()
-    found = text.split("<!-- key-findings -->")[1].split("<!-- /key-findings -->")[0]
-    line = found.splitlines()[1]
-    edited = line.replace(" pt [", "1 pt [", 1)  # a hand edit of one number
+    found = text.split("<!-- v2-verdicts -->")[1].split("<!-- /v2-verdicts -->")[0]
+    line = next(l for l in found.splitlines() if l.startswith("| headline") and " [" in l)
+    edited = line.replace(" [", "1 [", 1)  # a hand edit of one number
     assert edited != line
     (tmp_path / "README.md").write_text(text.replace(line, edited))
-    assert readme.stale(str(tmp_path / "README.md"), str(ROOT)) == ["key-findings"]
+    assert readme.stale(str(tmp_path / "README.md"), str(ROOT)) == ["v2-verdicts"]
 
 
 def test_claims_section_shows_verdicts_and_follows_them(tmp_path):

@@ -1145,14 +1145,11 @@ def machine_shift(root: str = ".") -> str:
     return "\n\n".join(out)
 
 
-V2_LABELS = {"ts_minus_free": "label-free student − free ODE", "ce_minus_free": "+CE student − free ODE",
-             "retention": "label-free student − its teacher", "half_n": "Acc@1 at N/2 = 6 − at N = 12",
-             "double_n": "Acc@1 at 2N = 24 − at N", "unseen": "worst Acc@1 at never-trained N (4, 5, 7, 9, 10) − at N",
-             "unseen_inside": "worst Acc@1 at never-trained N inside its range (7, 9, 10) − at N",
-             "unseen_below": "worst Acc@1 below its range (N = 4, 5) − at N",
-             "centernorm_minus_layernorm": "CenterNorm − LayerNorm (distilled)",
-             "jasmin_on_minus_off": "JaSMin on − off (distilled)",
-             "strong_minus_weak_teacher": "v2 teacher − plan 1's 3-epoch teacher (distilled)"}
+V2_LABELS = {"ts_minus_free": "label-free − free ODE", "ce_minus_free": "+CE − free ODE",
+             "retention": "label-free − its teacher", "half_n": "N/2 − N", "double_n": "2N − N",
+             "unseen": "worst never-trained N − N", "unseen_inside": "worst never-trained N inside its range − N",
+             "unseen_below": "worst N below its range − N", "centernorm_minus_layernorm": "CenterNorm − LayerNorm",
+             "jasmin_on_minus_off": "JaSMin on − off", "strong_minus_weak_teacher": "v2 teacher − plan-1 teacher"}
 
 
 def _v2_label(q: str) -> str:
@@ -1165,33 +1162,86 @@ def _v2_label(q: str) -> str:
     return q
 
 
+def _v2_against(v2: str, p1: Any) -> str:
+    """What plan v2's verdict did to plan 1's (computed from the two, never typed)."""
+    if pd.isna(p1):
+        return "new"
+    if v2 not in ("supports", "contradicts", "inconclusive"):
+        return "open"
+    if p1 not in ("supports", "contradicts", "inconclusive"):
+        return "new verdict"
+    return "replicated" if v2 == p1 else ("overturned" if {v2, p1} == {"supports", "contradicts"} else "changed")
+
+
+def _v2_words(c: pd.DataFrame) -> List[str]:
+    """The rows in sentences, grouped by what they say (computed from claims.csv)."""
+    def name(r: Any) -> str:
+        return f"{_v2_label(r.question)} at {int(r.budget.split(' ')[0]):,} images ({r.mean:+.2f} pt)"
+
+    decided = c[c.verdict.isin(["supports", "contradicts"])]
+    learning = c[c.verdict.str.startswith("not converged")]
+    waiting = c[c.verdict.str.startswith("not measured")]
+    out = []
+    for v in ("supports", "contradicts"):
+        rows = decided[decided.verdict == v]
+        if len(rows):
+            out.append(f"- **{v.capitalize()} the paper**: " + "; ".join(name(r) for r in rows.itertuples())
+                       + ".")
+    if len(learning):
+        cells = sorted({x.split(" ")[0] for r in learning.itertuples() for x in r.still_learning.split(", ")})
+        out.append(f"- **No verdict yet, some runs still learning at the floor LR** ({len(learning)} rows, all resting "
+                   f"on cells {', '.join(cells)}; their means are in the table).")
+    rest = c[c.verdict == "inconclusive"]
+    if len(rest):
+        out.append(f"- **Inconclusive** ({len(rest)} rows): " + "; ".join(name(r) for r in rest.itertuples()) + ".")
+    if len(waiting):
+        studies = ", ".join(sorted({f"{q.study} ({q.seeds} seeds)" for q in waiting.itertuples()}))
+        out.append(f"- **Not measured yet** ({len(waiting)} rows): their runs ({studies}) were not reached in the GPU "
+                   "time of the session that made the others; `python -m odevit.repro.fast plan_v2.yaml` makes them.")
+    return out
+
+
 def v2_verdicts(root: str = ".") -> str:
-    """Plan v2's rows (results/v2/claims.csv, `python -m odevit.repro.verdicts2`): one line each, its family's figure."""
+    """Plan v2's rows (results/v2/claims.csv, `python -m odevit.repro.verdicts2`): what they say in sentences, then
+    the table (primary family first) with its legend, one figure per family."""
     path = os.path.join(root, "results/v2/claims.csv")
     if not os.path.exists(path):
         return "Plan v2's verdicts: not computed yet (`python -m odevit.repro.verdicts2`)."
-    c = pd.read_csv(path)
+    c = pd.read_csv(path, keep_default_na=True)
+    c["still_learning"] = c.still_learning.fillna("")
+    c = pd.concat([c[c.primary], c[~c.primary]])
     t = _json(os.path.join(root, "results/v2/teacher/selected.json"))
-    def against(v2: str, p1: Any) -> str:  # computed from the two verdicts, never typed
-        if pd.isna(p1) or v2 not in ("supports", "contradicts", "inconclusive"):
-            return "open" if not pd.isna(p1) else "new"
-        if p1 not in ("supports", "contradicts", "inconclusive"):
-            return "new verdict"
-        return "replicated" if v2 == p1 else ("overturned" if {v2, p1} == {"supports", "contradicts"} else "changed")
+    alphas = ", ".join(f"{f.replace('v2_', '')} {a:.4g}" for f, a in c.groupby("family", sort=False).alpha_each.first()
+                       .items())
+    import textwrap
 
-    lines = [f"Teacher: a 6-layer ViT, 40 epochs with augmentation, test Acc@1 {100 * t['acc1']:.2f} % (its 3 seeds' "
-             f"SD {t['seed_sd_pts']:.2f} pt, {'all' if all(t['converged']) else 'not all'} converged by the floor-slope "
-             "rule), selected on validation. Rows: mean over paired seeds "
-             "[interval at α / family size], all 10,000 test images; plan 1's verdict of the same question in the "
-             "plan 1 column; the last says what v2 did to it (open: v2's row has no verdict yet).", "",
-             "| family | question | images | ours (pt) | verdict | plan 1 | v2 vs plan 1 |", "|---|---|---:|---|---|---|---|"]
+    head = (f"The teacher: plan 1's 6-layer ViT trained 40 epochs with augmentation, test Acc@1 {100 * t['acc1']:.2f} % "
+            f"(its 3 seeds' SD {t['seed_sd_pts']:.2f} pt, {'all' if all(t['converged']) else 'not all'} converged), "
+            "selected on validation. What the rows say:")
+    words = [w for b in _v2_words(c) for w in textwrap.wrap(b, 118, subsequent_indent="  ", break_on_hyphens=False)]
+    lines = textwrap.wrap(head, 118, break_on_hyphens=False) + [""] + words + [
+        "", "| family | row (`id` in claims.csv) | training images | n | ours, pt [interval] | verdict | "
+        "teacher − free ODE, pt | plan 1 | v2 vs plan 1 |", "|---|---|---:|---:|---|---|---:|---|---|"]
     for r in c.itertuples():
         ours = "–" if pd.isna(r.mean) else f"{r.mean:+.2f}{_interval(r.ci_low, r.ci_high)}"
-        p1 = "–" if pd.isna(r.plan1_verdict) else str(r.plan1_verdict)
-        lines.append(f"| {r.family.replace('v2_', '')} | {_v2_label(r.question)} | {r.budget.split(' images')[0]} | "
-                     f"{ours} | *{r.verdict}* | {p1} | {against(r.verdict, r.plan1_verdict)} |")
+        verdict = (f"*not converged* ({r.still_learning} seeds)" if r.verdict.startswith("not converged")
+                   else f"*{r.verdict}*")
+        gap = "" if pd.isna(getattr(r, "teacher_minus_free", float("nan"))) else f"{r.teacher_minus_free:+.2f}"
+        p1 = "–" if pd.isna(r.plan1_verdict) else str(r.plan1_verdict) + (
+            f" ({r.plan1_differs})" if not pd.isna(r.plan1_differs) else "")
+        lines.append(f"| {r.family.replace('v2_', '')} | {_v2_label(r.question)} (`{r.question}`) | "
+                     f"{int(r.budget.split(' ')[0]):,} | {int(r.n)} | {ours} | {verdict} | {gap} | {p1} | "
+                     f"{_v2_against(r.verdict, r.plan1_verdict)} |")
     figs = " · ".join(f"[{f.replace('v2_', '')}](results/v2/verdicts_{f}.png)" for f in dict.fromkeys(c.family))
-    return "\n".join(lines) + f"\n\nFigures, one scale per family: {figs}."
+    import textwrap
+
+    legend = ("Legend: mean over n paired seeds of a difference in test Acc@1 (all 10,000 test images) [interval at "
+              f"α / family size; α each: {alphas}]. N = solver steps (trained at 12). *not converged*: runs still "
+              "gaining at the floor LR (cell, seeds). teacher − free ODE: the fairness check (a verdict only above 0). "
+              "plan 1: the nearest plan-1 row (in brackets where it differs); *replicated* / *overturned* (supports ↔ "
+              "contradicts) / *changed* / *open* (no v2 verdict yet) / *new*. Every row: "
+              f"[results/v2/claims.md](results/v2/claims.md); figures: {figs}.")
+    return "\n".join(lines + [""] + textwrap.wrap(legend, 118, break_on_hyphens=False))
 
 
 SECTIONS: Dict[str, Callable[[str], str]] = {
@@ -1212,7 +1262,7 @@ def _pattern(name: str) -> "re.Pattern[str]":
 
 
 PAGES = ("README.md", "docs/usage.md", "docs/results.md", "docs/pipeline.md", "docs/performance.md",
-         "docs/exploratory.md")  # generated parts
+         "docs/exploratory.md", "docs/plan1.md")  # generated parts
 
 
 _LINK = re.compile(r"\]\((?!https?:|#|\.\./|/)([^)\s]+)\)")

@@ -87,10 +87,10 @@ def values(q: Dict[str, Any], r: pd.DataFrame, seeds: List[int], t: Dict[str, An
 def _plan1(mapping: Dict[str, Any], qid: str, plan1: pd.DataFrame) -> Dict[str, Any]:
     m = mapping.get(qid)
     if not m or plan1.empty:
-        return {"plan1_row": None, "plan1_verdict": None}
+        return {"plan1_row": None, "plan1_verdict": None, "plan1_differs": None}
     hit = plan1[(plan1.study == m["study"]) & (plan1.question == m["question"]) & (plan1.status == "confirmatory")]
     return {"plan1_row": f"{m['study']}.{m['question']}",
-            "plan1_verdict": hit.verdict.iloc[0] if len(hit) else None}
+            "plan1_verdict": hit.verdict.iloc[0] if len(hit) else None, "plan1_differs": m.get("differs")}
 
 
 def judge(plan: Dict[str, Any], r: pd.DataFrame, t: Dict[str, Any], mapping: Optional[Dict[str, Any]] = None,
@@ -120,7 +120,11 @@ def judge(plan: Dict[str, Any], r: pd.DataFrame, t: Dict[str, Any], mapping: Opt
             d = decide(x.to_numpy(dtype=float), qm, a)
             row.update({k: d[k] for k in ("n", "mean", "sd", "ci_low", "ci_high")})
             conv = int(used.converged.sum()) if len(used) else 0
-            row.update(converged=f"{conv}/{len(used)}", device=", ".join(sorted(set(used.device))) if len(used) else "")
+            row.update(converged=f"{conv}/{len(used)}" if len(used) else "–",
+                       still_learning=", ".join(f"{c} {int((~g.converged.astype(bool)).sum())}/{len(g)}"
+                                                for c, g in used.groupby("cell", sort=False)
+                                                if not g.converged.all()) if len(used) else "",
+                       device=", ".join(sorted(set(used.device))) if len(used) else "")
             hashes = set(used.plan_hash) if len(used) else set()
             row["post_hoc"] = bool(hashes - {row["plan_hash"]})
             fair = None
@@ -168,7 +172,7 @@ def figure(claims: pd.DataFrame, family: str, plan: Dict[str, Any]):
     ax.set_xlabel("difference in test Acc@1 (percentage points, paired by seed; all 10,000 test images); bar = the "
                   "row's (1 - alpha/family size) interval, dotted = margin", fontsize=8)
     seeds = sorted({int(s) for s in c.seeds})
-    ax.set_title(f"Plan v2, family {family}: {len(c)} rows, {'/'.join(map(str, seeds))} seeds per row, "
+    ax.set_title(f"Plan v2, family {family}: {len(c)} rows, {' or '.join(map(str, seeds))} seeds per row, "
                  "Fashion-MNIST test set (10,000 images)", fontsize=9, loc="left")
     fig.tight_layout()
     return fig
@@ -193,7 +197,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     write_csv(claims.round(4), os.path.join(a.out, "claims.csv"))
     write_csv(pd.DataFrame(plan2.power_rows(plan)).round(4), os.path.join(a.out, "power.csv"))
     cols = ["family", "question", "budget", "n", "mean", "ci_low", "ci_high", "margin", "converged", "verdict",
-            "plan1_verdict"]
+            "holds_across_families", "plan1_verdict"]
     md = claims[cols].round(2).to_markdown(index=False)
     tmp = os.path.join(a.out, "claims.md.tmp")
     with open(tmp, "w") as fh:
