@@ -1189,8 +1189,9 @@ def _v2_words(c: pd.DataFrame) -> List[str]:
                        + ".")
     if len(learning):
         cells = sorted({x.split(" ")[0] for r in learning.itertuples() for x in r.still_learning.split(", ")})
-        out.append(f"- **No verdict yet, some runs still learning at the floor LR** ({len(learning)} rows, all resting "
-                   f"on cells {', '.join(cells)}; their means are in the table).")
+        out.append(f"- **No verdict: some runs still learning at the floor LR** ({len(learning)} rows, all resting "
+                   f"on cells {', '.join(cells)}; their means are in the table; each run trains once, so these rows "
+                   "stay without a verdict: a longer schedule would be a new study).")
     rest = c[c.verdict == "inconclusive"]
     if len(rest):
         out.append(f"- **Inconclusive** ({len(rest)} rows): " + "; ".join(name(r) for r in rest.itertuples()) + ".")
@@ -1239,7 +1240,7 @@ def v2_verdicts(root: str = ".") -> str:
               f"α / family size; α each: {alphas}]. N = solver steps (trained at 12). *not converged*: runs still "
               "gaining at the floor LR (cell, seeds). teacher − free ODE: the fairness check (a verdict only above 0). "
               "plan 1: the nearest plan-1 row (in brackets where it differs); *replicated* / *overturned* (supports ↔ "
-              "contradicts) / *changed* / *open* (no v2 verdict yet) / *new*. Every row: "
+              "contradicts) / *changed* / *open* (no v2 verdict) / *new*. Every row: "
               f"[results/v2/claims.md](results/v2/claims.md); figures: {figs}.")
     return "\n".join(lines + [""] + textwrap.wrap(legend, 118, break_on_hyphens=False))
 
