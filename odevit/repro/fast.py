@@ -21,6 +21,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .train import OneOfMany, load_checkpoint, save_atomic
+
 Objective = Callable[..., Tuple[torch.Tensor, Dict[str, torch.Tensor]]]
 
 
@@ -46,8 +48,14 @@ class Data:
     @staticmethod
     def of(loader: Any, device: torch.device) -> "Data":
         """Every image of a loader in index order (no augmentation), moved to the device once."""
-        xs, ys = zip(*[(x, y) for x, y in loader.batches(0, ordered=True)]) if hasattr(loader, "batches") else zip(*loader)
+        xs, ys = zip(*loader.batches(0, ordered=True))
         return Data(torch.cat(xs).to(device), torch.cat(ys).to(device))
+
+
+def in_order(loader: Any, batch_size: int = 2048) -> Any:
+    """The same images as a training loader (its first `n`), unshuffled, in batches of `batch_size`: what the
+    resident split and the teacher's cache are read from."""
+    return loader.__class__(loader.split, batch_size, loader.transform, limit=loader.n)
 
 
 def augment(x: torch.Tensor, g: torch.Generator, pad: int = 2) -> torch.Tensor:
@@ -66,15 +74,13 @@ def augment(x: torch.Tensor, g: torch.Generator, pad: int = 2) -> torch.Tensor:
     return torch.where(flip.view(n, 1, 1, 1), xc.flip(-1), xc).reshape(*lead, c, h, w)
 
 
-def _fused_off(model: nn.Module) -> List[Tuple[nn.Module, str, bool]]:
-    """Switch the fused attention kernels off (their backward fails under vmap on CUDA); returns how to restore."""
-    out = []
+def _fused_off(model: nn.Module) -> None:
+    """Switch the fused attention kernels off for good (their backward fails under vmap on CUDA; the stacked
+    template is only ever called under vmap)."""
     for m in model.modules():
         for attr in ("fused", "fused_attn"):
-            if hasattr(m, attr) and isinstance(getattr(m, attr), bool):
-                out.append((m, attr, getattr(m, attr)))
+            if isinstance(getattr(m, attr, None), bool):
                 setattr(m, attr, False)
-    return out
 
 
 class Stacked:
@@ -99,8 +105,6 @@ class Stacked:
     def vmap(self, fn: Callable[..., Any], *args: Any, in_dims: Any = 0) -> Any:
         """fn(model_k, *args_k) for every k at once: model_k is the template under model k's parameters
         (`train.OneOfMany`, what the objectives call)."""
-        from .train import OneOfMany
-
         template = self.template
 
         def one(p: Dict[str, torch.Tensor], b: Dict[str, torch.Tensor], *a: Any) -> Any:
@@ -108,16 +112,6 @@ class Stacked:
 
         dims = (0, 0) + (tuple(in_dims) if isinstance(in_dims, (list, tuple)) else (in_dims,) * len(args))
         return torch.func.vmap(one, in_dims=dims, randomness="same")(self.params, self.buffers, *args)
-
-    def state_dict(self, k: int) -> Dict[str, torch.Tensor]:
-        """Model k's state_dict (what `best.pt` of the plain path holds)."""
-        sd = {n: t[k].detach().clone().cpu() for n, t in self.params.items()}
-        sd.update({n: t[k].detach().clone().cpu() for n, t in self.buffers.items()})
-        return {n: sd[n] for n in self.template.state_dict()}
-
-    def load_into(self, k: int, model: nn.Module) -> nn.Module:
-        model.load_state_dict(self.state_dict(k))
-        return model
 
 
 @dataclass
@@ -246,13 +240,12 @@ class Stepper:
 
 @torch.no_grad()
 def evaluate(stacked: Stacked, data: Data, num_steps: Optional[int] = None, batch: int = 2500,
-             ks: Sequence[int] = (1, 3, 5), per_sample: bool = False) -> List[Dict[str, Any]]:
+             ks: Sequence[int] = (1, 3, 5)) -> List[Dict[str, Any]]:
     """Top-k accuracy of the K stacked models on one resident split, all K at once (vmap over the models, the images
-    shared), in eval mode. One host read per call. `per_sample`: also 'correct1' per model (bool, CPU)."""
+    shared), in eval mode. One host read per call."""
     stacked.template.eval()
     K, n = stacked.K, len(data.y)
     hits = torch.zeros(K, len(ks), dtype=torch.int64, device=data.x.device)
-    correct = []
     kw = {} if num_steps is None else {"num_steps": num_steps}
     for i in range(0, n, batch):
         x, y = data.x[i : i + batch], data.y[i : i + batch]
@@ -260,31 +253,21 @@ def evaluate(stacked: Stacked, data: Data, num_steps: Optional[int] = None, batc
         top = logits.topk(min(max(ks), logits.shape[-1]), dim=-1).indices  # (K, B, kmax): k > classes = all
         hit = top == y.view(1, -1, 1)
         hits += torch.stack([hit[..., :k].any(-1).sum(-1) for k in ks], 1)
-        if per_sample:
-            correct.append(hit[..., 0])
     stacked.template.train()
     h = hits.cpu().tolist()
-    out = [{f"acc{k}": h[m][j] / n for j, k in enumerate(ks)} for m in range(K)]
-    if per_sample:
-        c = torch.cat(correct, 1).cpu()
-        for m in range(K):
-            out[m]["correct1"] = c[m]
-    return out
+    return [{f"acc{k}": h[m][j] / n for j, k in enumerate(ks)} for m in range(K)]
 
 
 def fit(group: Group, objective: Callable[[Any], Objective], train_loaders: Sequence[Any], train: Data,
         val: Data, out_dirs: Sequence[Optional[str]], device: torch.device, cache_key: Callable[[int, int], Any],
         aug: Optional[Sequence[torch.Generator]] = None, graphs: bool = True, label: str = "",
-        deadline: Optional[float] = None, on_epoch: Optional[Callable[[int], None]] = None,
-        resume: Optional[str] = None, max_epochs: Optional[int] = None) -> bool:
+        deadline: Optional[float] = None, resume: Optional[str] = None, max_epochs: Optional[int] = None) -> bool:
     """Train the group's K models for its remaining epochs: model k walks `train_loaders[k]`'s batches (its seed's
     order), gathered from the resident `train` split; `cache_key(epoch, step)` names the objective of a step (e.g.
     its drawn N); `aug[k]`: model k's augmentation generator (None: no augmentation). After every epoch: validation
     Acc@1/3/5 of all K (one vmapped pass), best.pt per model where it improved, one last.pt for the group (`resume`),
     a line of progress with the time left. Returns False if `deadline` (time.time()) came first, or after
     `max_epochs` epochs of this call (resumable: last.pt is written then)."""
-    from tqdm import tqdm
-
     stepper = Stepper(group, objective, device, graphs)
     K, cfg = group.stacked.K, group.cfg
     total = cfg.epochs * group.steps_per_epoch
@@ -295,8 +278,6 @@ def fit(group: Group, objective: Callable[[Any], Objective], train_loaders: Sequ
         if (deadline is not None and time.time() > deadline) or (max_epochs is not None
                                                                  and epoch - e_start >= max_epochs):
             return False
-        if on_epoch is not None:
-            on_epoch(epoch)
         t0 = time.perf_counter()
         plans = [l.indices(epoch) for l in train_loaders]
         n_batches = len(plans[0])
@@ -366,7 +347,7 @@ def load_resume(group: Group, path: str, aug: Optional[Sequence[torch.Generator]
     """Continue a group from its last.pt (same K models, same configuration: the caller's run id checks that)."""
     if not os.path.exists(path):
         return False
-    ck = torch.load(path, map_location="cpu", weights_only=False)
+    ck = load_checkpoint(path)  # weights_only=True; a corrupt file stops with its path
     here = device_kind(next(iter(group.stacked.params.values())).device)
     if ck.get("device", here) != here:  # a run never mixes machines: it starts over here
         print(f"{path}: started on {ck['device']}, this is {here}: the group starts over", flush=True)
@@ -385,11 +366,6 @@ def load_resume(group: Group, path: str, aug: Optional[Sequence[torch.Generator]
             g.set_state(s)
     return True
 
-
-def save_atomic(obj: Any, path: str) -> None:
-    from .train import save_atomic as _save
-
-    _save(obj, path)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -526,19 +502,17 @@ def train_teachers(p: Plan, device: torch.device, graphs: bool, deadline: Option
         aug = [torch.Generator().manual_seed(s * 7919 + 1) for s in seeds]
         resume = f"{CKPTS}/teacher/last.pt"
         load_resume(g, resume, aug)
-        trd, vad = Data.of(loaders[0].__class__(loaders[0].split, 2048, loaders[0].transform, limit=loaders[0].n),
-                           device), Data.of(va, device)
+        trd, vad = Data.of(in_order(loaders[0]), device), Data.of(va, device)
         obj = objectives.cross_entropy(tc.label_smoothing)
         ok = fit(g, lambda key: obj, loaders, trd, vad, ckpts, device, lambda e, b: 0,
                  aug=aug if tc.augment else None, graphs=graphs, label="teacher", deadline=deadline, resume=resume)
         if not ok:
             return False
-        ted = Data.of(te, device)
+        bests = [train.load_weights(pipeline.build_teacher(dataclasses.replace(p.base, seed=s), tc), f"{ck}/best.pt")
+                 for s, ck in zip(seeds, ckpts)]
+        scores = evaluate(Stacked(bests, device), Data.of(te, device))  # every seed at its best epoch, at once
         for k, s in enumerate(seeds):
-            best = train.load_weights(pipeline.build_teacher(dataclasses.replace(p.base, seed=s), tc),
-                                      f"{ckpts[k]}/best.pt")
-            st = Stacked([best], device)
-            m = evaluate(st, ted)[0]
+            m = scores[k]
             hist = g.histories[k]
             conv, gain, thr = floor_slope([h["val_acc1"] for h in hist], p.optim["floor_frac"], len(vad.y))
             m.update(seed=s, epochs=tc.epochs, best_epoch=1 + max(range(len(hist)), key=lambda i: hist[i]["val_acc1"]),
@@ -645,9 +619,7 @@ def train_cell(p: Plan, study: str, cell: str, device: torch.device, graphs: boo
     train.set_precision(p.base.precision)
     key = ("data", limit)
     if key not in data_cache:
-        full = loaders[0]
-        data_cache[key] = (Data.of(full.__class__(full.split, 2048, full.transform, limit=full.n), device),
-                           Data.of(va, device), Data.of(te, device))
+        data_cache[key] = (Data.of(in_order(loaders[0]), device), Data.of(va, device), Data.of(te, device))
     trd, vad, ted = data_cache[key]
     ckpt_of = lambda n: checkpoint_indices(dist, n, d.tau, d.schedule, d.schedule_points)  # noqa: E731
     if free:
@@ -656,9 +628,7 @@ def train_cell(p: Plan, study: str, cell: str, device: torch.device, graphs: boo
     else:
         ckey = ("cache", which, limit)
         if ckey not in data_cache:
-            full = loaders[0]
-            data_cache[ckey] = objectives.teacher_cls_cache(
-                teacher, full.__class__(full.split, 2048, full.transform, limit=full.n), device).to(device)
+            data_cache[ckey] = objectives.teacher_cls_cache(teacher, in_order(loaders[0]), device).to(device)
         objs: Dict[int, Objective] = {}
 
         def objective(n: int) -> Objective:
@@ -691,13 +661,13 @@ def train_cell(p: Plan, study: str, cell: str, device: torch.device, graphs: boo
     st = Stacked(models, device)
     res = evaluate(st, ted)
     steps = sorted(set(s.get("robustness", {}).get("steps", [])) | {d.num_steps // 2, d.num_steps, 2 * d.num_steps})
-    curves = {n: evaluate(st, ted, num_steps=n, ks=(1,)) for n in steps}
+    curves = {n: res if n == d.num_steps else evaluate(st, ted, num_steps=n, ks=(1,)) for n in steps}  # N: read off
     for k, x in enumerate(seeds):
         hist = g.histories[k]
         conv, gain, thr = floor_slope([h["val_acc1"] for h in hist], p.optim["floor_frac"], len(vad.y))
         m = dict(res[k])
         rob = {f"n{n}": curves[n][k]["acc1"] for n in steps}
-        m.update({f"acc1_n{n}": v["acc1"] for n, v in ((n, curves[n][k]) for n in steps)})
+        m.update({f"acc1_{key}": v for key, v in rob.items()})
         m.update(robustness=rob, acc1_half_n=rob[f"n{d.num_steps // 2}"], acc1_sub_n=rob[f"n{d.num_steps}"],
                  acc1_double_n=rob[f"n{2 * d.num_steps}"])
         for name, ns in (("unseen", UNSEEN), ("inside", INSIDE), ("below", BELOW)):

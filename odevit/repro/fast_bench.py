@@ -71,8 +71,7 @@ def cpu_side_by_side(steps: int = 12, K: int = 2, repeats: int = 2) -> dict:
     times = {"plain": [], "fast": []}
     for _ in range(repeats):
         ms, rngs, t = models()
-        cache = objectives.teacher_cls_cache(t, loaders[0].__class__(loaders[0].split, 512, loaders[0].transform,
-                                                                     limit=n), cpu)
+        cache = objectives.teacher_cls_cache(t, fast.in_order(loaders[0], 512), cpu)
         obj = pipeline.distill_objective(t, ck, d, cache)
         tc = train.TrainConfig(epochs=1, lr=d.lr, weight_decay=d.weight_decay, warmup=d.warmup, clip=d.clip,
                                device="cpu")
@@ -80,7 +79,7 @@ def cpu_side_by_side(steps: int = 12, K: int = 2, repeats: int = 2) -> dict:
         times["plain"].append(hs[0][0]["epoch_time_s"] * K)
         ms, _, t = models()
         g = fast.new_group(ms, fast.Optim(d.lr, d.weight_decay, d.warmup, d.clip, 1), len(loaders[0]), cpu)
-        trd = fast.Data.of(loaders[0].__class__(loaders[0].split, 512, loaders[0].transform, limit=n), cpu)
+        trd = fast.Data.of(fast.in_order(loaders[0], 512), cpu)
         fast.fit(g, lambda key: obj, loaders, trd, fast.Data.of(va_small, cpu), [None] * K, cpu, lambda e, b: 0,
                  graphs=False)
         times["fast"].append(g.histories[0][0]["epoch_time_s"] * K)
@@ -118,7 +117,7 @@ def profile_step(Ks: Sequence[int] = (8, 16, 32), steps: int = 5, device_name: s
             pipeline.setup(b)
             t = load_teacher(b, cfg["teacher"], dev)
             ms.append(build_cell(t, d, False))
-        full = loaders[0].__class__(loaders[0].split, 512, loaders[0].transform, limit=n)
+        full = fast.in_order(loaders[0], 512)
         cache = objectives.teacher_cls_cache(t, full, dev).to(dev)
         obj = pipeline.distill_objective(t, ck, d, cache)
         g = fast.new_group(ms, fast.Optim(d.lr, d.weight_decay, d.warmup, d.clip, 1), len(loaders[0]), dev)
