@@ -87,8 +87,8 @@ def check(plan: Any, path: str = PLAN_FILE) -> None:
                   f"{qw}: a (and b for paired) must be cells of the study")
             _need(q["test"] == "superiority" or q.get("margin") is not None, f"{qw}: margin needed for {q['test']}")
     for row in power_rows(plan):
-        _need(row["power_paper"] >= POWER_MIN or bool(row["power_note"]) or math.isnan(row["power_paper"]) and
-              bool(row["power_note"]), f"{path}: {row['study']}.{row['id']}: power {row['power_paper']:.2f} "
+        _need(row["power_paper"] >= POWER_MIN or bool(row["power_note"]),  # NaN (no paper number): a note too
+              f"{path}: {row['study']}.{row['id']}: power {row['power_paper']:.2f} "
               f"< {POWER_MIN} at the paper's effect: add seeds, or say why in pilot.note")
 
 
