@@ -403,7 +403,8 @@ def floor_slope(val_acc: Sequence[float], floor_frac: float, val_images: int, se
     return slope * w < thr, slope * w, thr
 
 
-def _provenance(t0: float, device: torch.device, history: Sequence[Dict[str, float]]) -> Dict[str, Any]:
+def _provenance(t0: float, device: torch.device, history: Sequence[Dict[str, float]],
+                resumed: Optional[bool] = None) -> Dict[str, Any]:
     """Where and how long: the device, torch, threads; train_s = this run's share of the training loops and
     evaluations of every epoch (from its history, so right also when the group was resumed by another process);
     process_* = the process that wrote the file (it may only have resumed a finished group)."""
@@ -412,7 +413,8 @@ def _provenance(t0: float, device: torch.device, history: Sequence[Dict[str, flo
     return {"device": device_kind(device), "torch": torch.__version__, "host": platform.node(), "threads": torch.get_num_threads(),
             "train_s": round(sum(h["epoch_time_s"] + h["eval_time_s"] for h in history), 1),
             "process_started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0)),
-            "process_wall_s": round(time.time() - t0, 1), "process_cpu_s": round(time.process_time(), 1)}
+            "process_wall_s": round(time.time() - t0, 1), "process_cpu_s": round(time.process_time(), 1),
+            "load_avg_1m_at_end": round(os.getloadavg()[0], 2), "resumed_from_last_pt": resumed}
 
 
 class Plan:
@@ -585,9 +587,12 @@ def _teacher_for(p: Plan, which: str, device: torch.device) -> Tuple[Any, str, L
 
 
 def train_cell(p: Plan, study: str, cell: str, device: torch.device, graphs: bool, deadline: Optional[float],
-               data_cache: Dict[Any, Any]) -> bool:
+               data_cache: Dict[Any, Any], into: Optional[str] = None, only_seeds: Optional[Sequence[int]] = None
+               ) -> bool:
     """One cell's seeds of a plan-v2 study as one group; metrics.json per seed with the step-count accuracies on all
-    test images. Returns False if the deadline came first (the group resumes from its last.pt)."""
+    test images. Returns False if the deadline came first (the group resumes from its last.pt).
+    `into` (a folder other than results/v2) reruns committed runs elsewhere, e.g. to measure a machine shift;
+    `only_seeds` keeps a subset of the study's seeds (in the plan's order: the remedy's draws follow the first)."""
     import dataclasses
 
     from . import config, objectives, pipeline, train
@@ -597,8 +602,14 @@ def train_cell(p: Plan, study: str, cell: str, device: torch.device, graphs: boo
     t0 = time.time()
     s = p.plan["studies"][study]
     seeds = [int(x) for x in s["seeds"]]
-    outs = [f"{RESULTS}/{study}/{cell}/s{x}" for x in seeds]
-    ckpts = [f"{CKPTS}/{study}/{cell}/s{x}" for x in seeds]
+    if only_seeds:
+        if not set(only_seeds) <= set(seeds):
+            raise ValueError(f"--seeds {sorted(only_seeds)}: {study} has seeds {seeds}")
+        seeds = [x for x in seeds if x in set(only_seeds)]
+    root = into or RESULTS
+    ck_root = CKPTS if into is None else f"checkpoints/{os.path.basename(os.path.normpath(into))}"
+    outs = [f"{root}/{study}/{cell}/s{x}" for x in seeds]
+    ckpts = [f"{ck_root}/{study}/{cell}/s{x}" for x in seeds]
     if _done(outs):
         return True
     ov = dict(s["cells"][cell] or {})
@@ -651,8 +662,8 @@ def train_cell(p: Plan, study: str, cell: str, device: torch.device, graphs: boo
 
     cfg = Optim(d.lr, d.weight_decay, d.warmup, d.clip, d.epochs, **p.optim)
     g = new_group(models, cfg, len(loaders[0]), device)
-    resume = f"{CKPTS}/{study}/{cell}/last.pt"
-    load_resume(g, resume)
+    resume = f"{ck_root}/{study}/{cell}/last.pt"
+    resumed = load_resume(g, resume)
     if not fit(g, objective, loaders, trd, vad, ckpts, device, step_n, graphs=graphs, label=f"{study} {cell}",
                deadline=deadline, resume=resume):
         return False
@@ -680,14 +691,15 @@ def train_cell(p: Plan, study: str, cell: str, device: torch.device, graphs: boo
                  best_epoch=1 + max(range(len(hist)), key=lambda i: hist[i]["val_acc1"]),
                  val_acc1=max(h["val_acc1"] for h in hist), converged=conv, gain_floor_pts=gain, threshold_pts=thr,
                  plan_hash=p.hash(study), precision=p.base.precision, trained_together=seeds,
-                 provenance=_provenance(t0, device, hist))
+                 provenance=_provenance(t0, device, hist, resumed))
         _write_run(outs[k], m, hist)
     return True
 
 
 def run_plan(path: str, device_name: str = "auto", graphs: bool = True, deadline_s: Optional[float] = None,
              studies: Optional[Sequence[str]] = None, cells: Optional[Sequence[str]] = None,
-             params_file: str = "params.yaml", shard: Tuple[int, int] = (0, 1), teacher_only: bool = False) -> bool:
+             params_file: str = "params.yaml", shard: Tuple[int, int] = (0, 1), teacher_only: bool = False,
+             into: Optional[str] = None, only_seeds: Optional[Sequence[int]] = None) -> bool:
     """Every run of the plan, in order: the teacher seeds, then each study's cells (`shard` (i, n): only the cell
     groups whose index in that order is i modulo n, for n processes sharing one GPU; the teacher must be done first:
     `teacher_only`). True when all its runs are done."""
@@ -712,7 +724,7 @@ def run_plan(path: str, device_name: str = "auto", graphs: bool = True, deadline
               for cell in s["cells"] if not cells or cell in cells]
     for j, (study, cell) in enumerate(groups):
         if j % n == i:
-            if not train_cell(p, study, cell, device, graphs, deadline, cache):
+            if not train_cell(p, study, cell, device, graphs, deadline, cache, into, only_seeds):
                 print(f"deadline: stopped in {study} {cell} (resumes from its last.pt)", flush=True)
                 return False
     print(f"plan {path}: every run done ({time.time() - t0:.0f} s)", flush=True)
@@ -732,14 +744,20 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--shard", default="0/1", help="I/N: this process makes cell groups I, I+N, ... (N processes)")
     ap.add_argument("--teacher-only", action="store_true", help="make the teacher seeds and stop (before shards)")
+    ap.add_argument("--into", default=None, help="rerun into this folder instead of results/v2 (a machine shift)")
+    ap.add_argument("--seeds", nargs="*", type=int, default=None, help="only these seeds of each study")
     a = ap.parse_args(argv)
+    if a.into and os.path.normpath(a.into) == os.path.normpath(RESULTS):
+        ap.error(f"--into {a.into}: that is the plan's own results folder; leave --into out")
+    if a.seeds and not a.into:
+        ap.error("--seeds needs --into: the plan's own runs train every seed of a cell together")
     try:
         shard = tuple(int(v) for v in a.shard.split("/"))
         assert len(shard) == 2
     except (ValueError, AssertionError):
         ap.error(f"--shard {a.shard!r}: expected I/N, e.g. 0/3")
     return 0 if run_plan(a.plan, a.device, not a.no_graphs, a.deadline, a.studies, a.cells, a.params, shard,
-                         a.teacher_only) else 3
+                         a.teacher_only, a.into, a.seeds) else 3
 
 
 if __name__ == "__main__":
