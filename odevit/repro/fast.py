@@ -587,12 +587,13 @@ def _teacher_for(p: Plan, which: str, device: torch.device) -> Tuple[Any, str, L
 
 
 def train_cell(p: Plan, study: str, cell: str, device: torch.device, graphs: bool, deadline: Optional[float],
-               data_cache: Dict[Any, Any], into: Optional[str] = None, only_seeds: Optional[Sequence[int]] = None
-               ) -> bool:
+               data_cache: Dict[Any, Any], into: Optional[str] = None, only_seeds: Optional[Sequence[int]] = None,
+               max_epochs: Optional[int] = None) -> bool:
     """One cell's seeds of a plan-v2 study as one group; metrics.json per seed with the step-count accuracies on all
     test images. Returns False if the deadline came first (the group resumes from its last.pt).
     `into` (a folder other than results/v2) reruns committed runs elsewhere, e.g. to measure a machine shift;
-    `only_seeds` keeps a subset of the study's seeds (in the plan's order: the remedy's draws follow the first)."""
+    `only_seeds` keeps a subset of the study's seeds (in the plan's order: the remedy's draws follow the first);
+    `max_epochs`: stop after that many epochs of this call (last.pt written; odevit.repro.slice)."""
     import dataclasses
 
     from . import config, objectives, pipeline, train
@@ -665,7 +666,7 @@ def train_cell(p: Plan, study: str, cell: str, device: torch.device, graphs: boo
     resume = f"{ck_root}/{study}/{cell}/last.pt"
     resumed = load_resume(g, resume)
     if not fit(g, objective, loaders, trd, vad, ckpts, device, step_n, graphs=graphs, label=f"{study} {cell}",
-               deadline=deadline, resume=resume):
+               deadline=deadline, resume=resume, max_epochs=max_epochs):
         return False
     for k, m in enumerate(models):  # every seed at its best validation epoch
         train.load_weights(m, f"{ckpts[k]}/best.pt")

@@ -1,0 +1,61 @@
+"""odevit.repro.slice: the make-repro comparison of retrained epochs with committed ones (pure parts, hand-made data;
+the retraining itself is fast.train_cell, covered by tests/test_fast.py)."""
+import pandas as pd
+import pytest
+
+from odevit.repro import slice as sl
+
+
+def _table(here_acc, kind_here="CPU: X", kind_committed="CPU: X", loss_here=(2.0, 1.0)):
+    theirs = pd.DataFrame({"val_acc1": [0.5, 0.6], "train_loss": [2.0, 1.0]})
+    ours = [{"val_acc1": a, "train_loss": l} for a, l in zip(here_acc, loss_here)]
+    t = sl.compare(ours, theirs, epochs=2)
+    t.insert(0, "seed", 1)
+    t.insert(0, "cell", "ref")
+    t.insert(0, "study", "s")
+    t["committed_on"], t["here"] = kind_committed, kind_here
+    return t
+
+
+def test_compare_by_hand():
+    t = _table([0.5, 0.62])
+    assert list(t["epoch"]) == [1, 2]
+    assert t["val_acc1_diff"].tolist() == pytest.approx([0.0, 0.02])
+    assert t["train_loss_diff"].tolist() == [0.0, 0.0]
+
+
+def test_same_machine_identical_flips_when_one_epoch_differs():
+    assert "identical to the committed run" in sl.summary(_table([0.5, 0.6]))[0]
+    line = sl.summary(_table([0.5, 0.61]))[0]
+    assert "NOT identical" in line and "1.00 pt" in line
+    assert "NOT identical" in sl.summary(_table([0.5, 0.6], loss_here=(2.0, 1.0 + 1e-7)))[0]
+
+
+def test_other_machine_states_the_difference_beside_the_se():
+    line = sl.summary(_table([0.5, 0.61], kind_here="CPU: Y"))[0]
+    assert "committed on CPU: X, retrained on CPU: Y" in line and "1.00 pt" in line
+    assert "SE 0.69 pt" in line  # sqrt(0.6 * 0.4 / 5000) = 0.69 pt
+
+
+def test_missing_committed_run_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="s7/metrics.json"):
+        sl.committed("v2_1k", "ref", 7, root=str(tmp_path))
+
+
+def test_fast_cli_refuses_seeds_without_into_and_into_the_plans_folder():
+    from odevit.repro import fast
+
+    with pytest.raises(SystemExit):
+        fast.main(["plan_v2.yaml", "--seeds", "2100"])
+    with pytest.raises(SystemExit):
+        fast.main(["plan_v2.yaml", "--into", "results/v2/"])
+
+
+def test_a_seed_outside_the_study_is_refused_before_training(tmp_path):
+    import torch
+
+    from odevit.repro import fast
+
+    p = fast.Plan("plan_v2.yaml")
+    with pytest.raises(ValueError, match=r"--seeds \[1\]: v2_1k has seeds \[2100"):
+        fast.train_cell(p, "v2_1k", "ref", torch.device("cpu"), False, None, {}, into=str(tmp_path), only_seeds=[1])
