@@ -94,3 +94,22 @@ def test_retention_margin_rule():
     q = {"margin_rule": "teacher_spread"}
     assert verdicts2.margin(q, {"acc1": 90.0, "seed_sd": 0.5}) == pytest.approx(1.0)
     assert verdicts2.margin(q, {"acc1": 90.0, "seed_sd": 0.1}) == pytest.approx(2 * 100 * math.sqrt(0.09 / 10000))
+
+
+def test_two_machine_kinds_need_their_measured_shift():
+    plan = _mini()
+    r = _runs([82.0, 83.0, 84.5], [80.0, 80.5, 81.0])
+    r.loc[r.cell == "free", "device"] = "cpu"  # free made on a second machine kind
+    row = verdicts2.judge(plan, r, T).iloc[0]
+    assert row.verdict == "not measured yet (machine shift between cpu and d)"
+    rerun = pd.DataFrame([dict(study="s", cell="ref", seed=1, acc1=82.1, device="cpu")])
+    sh = verdicts2.shifts(r, rerun)
+    assert sh["shift"].tolist() == pytest.approx([0.1]) and sh.device_committed.tolist() == ["d"]
+    row = verdicts2.judge(plan, r, T, shift=sh).iloc[0]
+    assert row.verdict == "supports" and row.verdict_under_shift == "same"
+    assert row.machine_shift.startswith("cpu - d: mean +0.10 pt, largest |shift| 0.10 pt over ref s1")
+    big = pd.DataFrame([dict(study="s", cell="ref", seed=1, acc1=84.5, device="cpu")])  # a 2.5 pt shift
+    row = verdicts2.judge(plan, r, T, shift=verdicts2.shifts(r, big)).iloc[0]
+    assert row.verdict == "supports" and row.verdict_under_shift == "changes"
+    same = verdicts2.judge(plan, _runs([82.0, 83.0, 84.5], [80.0, 80.5, 81.0]), T, shift=sh).iloc[0]
+    assert same.machine_shift is None and same.verdict == "supports"  # one machine kind: no shift needed

@@ -27,6 +27,7 @@ from . import plan2
 from .verdicts import CONTRADICTS, INCONCLUSIVE, SUPPORTS, decide
 
 RESULTS = "results/v2"
+RERUNS = "results/v2_cpu"  # committed runs retrained on a second machine kind (fast --into --seeds): the machine shift
 MAPPING = "docs/v2_vs_plan1.yaml"
 PLAN1_CLAIMS = "results/evidence/claims.csv"
 COLORS = {SUPPORTS: "#1b9e77", CONTRADICTS: "#d95f02", INCONCLUSIVE: "#7570b3"}
@@ -45,6 +46,24 @@ def runs(results: str = RESULTS) -> pd.DataFrame:
         r["device"] = m.get("provenance", {}).get("device")
         rows.append(r)
     return pd.DataFrame(rows)
+
+
+def shifts(runs_: pd.DataFrame, reruns: pd.DataFrame) -> pd.DataFrame:
+    """The machine shift (plan rule `machine`): per rerun seed, its test Acc@1 minus the committed run's of the same
+    study, cell and seed (points), with both machine kinds."""
+    if runs_.empty or reruns.empty:
+        return pd.DataFrame(columns=["study", "cell", "seed", "shift", "device_rerun", "device_committed"])
+    m = reruns.merge(runs_, on=["study", "cell", "seed"], suffixes=("_rerun", "_committed"))
+    m["shift"] = m["acc1_rerun"] - m["acc1_committed"]
+    return m[["study", "cell", "seed", "shift", "device_rerun", "device_committed"]]
+
+
+def _shift_note(sh: pd.DataFrame, devices: set) -> Optional[pd.DataFrame]:
+    """The shift rows measured between the row's two machine kinds (either way round), or None."""
+    if len(devices) != 2 or sh.empty:
+        return None
+    hit = sh[sh.apply(lambda r: {r.device_rerun, r.device_committed} == devices, axis=1)]
+    return hit if len(hit) else None
 
 
 def teacher(results: str = RESULTS) -> Dict[str, Any]:
@@ -94,8 +113,11 @@ def _plan1(mapping: Dict[str, Any], qid: str, plan1: pd.DataFrame) -> Dict[str, 
 
 
 def judge(plan: Dict[str, Any], r: pd.DataFrame, t: Dict[str, Any], mapping: Optional[Dict[str, Any]] = None,
-          plan1: Optional[pd.DataFrame] = None) -> pd.DataFrame:
-    """Every question of the plan as one row (the order of the plan)."""
+          plan1: Optional[pd.DataFrame] = None, shift: Optional[pd.DataFrame] = None) -> pd.DataFrame:
+    """Every question of the plan as one row (the order of the plan). A row whose runs were made on two machine kinds
+    reports the shift measured between them (`shift`, from `shifts`; plan rule `machine`), and, descriptively (not a
+    plan rule), whether its verdict is the same with every seed's value moved by the largest measured |shift| either
+    way; without a measured shift between its two kinds it has no verdict yet."""
     fams = plan2.families(plan)
     n_fams = len(fams)
     mapping, plan1 = mapping or {}, plan1 if plan1 is not None else pd.DataFrame()
@@ -133,8 +155,20 @@ def judge(plan: Dict[str, Any], r: pd.DataFrame, t: Dict[str, Any], mapping: Opt
                 fair = bool(t["acc1"] > free_mean) if not math.isnan(free_mean) else None
                 row["teacher_minus_free"] = t["acc1"] - free_mean
             row["fair"] = fair
+            devices = set(used.device) if len(used) else set()
+            sh = _shift_note(shift if shift is not None else pd.DataFrame(), devices) if len(devices) > 1 else None
+            row["machine_shift"], row["verdict_under_shift"] = None, None
+            if sh is not None:
+                big = float(sh["shift"].abs().max())
+                row["machine_shift"] = (f"{sh.device_rerun.iloc[0]} - {sh.device_committed.iloc[0]}: mean "
+                                        f"{sh['shift'].mean():+.2f} pt, largest |shift| {big:.2f} pt over "
+                                        + ", ".join(f"{c} s{int(z)}" for c, z in zip(sh.cell, sh.seed)))
+                moved = {decide(x.to_numpy(dtype=float) + e, qm, a)["verdict"] for e in (-big, big)}
+                row["verdict_under_shift"] = "same" if moved == {d["verdict"]} else "changes"
             if len(x) < len(seeds) or len(used) < len(used_cells) * len(seeds):
                 row["verdict"] = f"not measured yet ({len(x)} of {len(seeds)} seeds)"
+            elif len(devices) > 1 and sh is None:
+                row["verdict"] = f"not measured yet (machine shift between {' and '.join(sorted(devices))})"
             elif conv < len(used):
                 row["verdict"] = f"not converged ({len(used) - conv} of {len(used)} runs)"
             elif fair is False:
@@ -190,7 +224,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     t = teacher(a.results)
     mapping = yaml.safe_load(open(MAPPING)) if os.path.exists(MAPPING) else {}
     plan1 = pd.read_csv(PLAN1_CLAIMS) if os.path.exists(PLAN1_CLAIMS) else pd.DataFrame()
-    claims = judge(plan, runs(a.results), t, mapping, plan1)
+    made = runs(a.results)
+    claims = judge(plan, made, t, mapping, plan1, shifts(made, runs(RERUNS)))
     os.makedirs(a.out, exist_ok=True)
     from .pipeline import save_figure, write_csv
 
