@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install lock test repro evidence evidence-gpu data clean-venv
+.PHONY: install lock test repro plan-v2 evidence evidence-gpu data clean-venv
 
 # The lock (docs/reproducibility.md): uv's `pip compile --generate-hashes` over pyproject.toml's dependencies and
 # its extras, a plain requirements file that pip installs itself with --require-hashes (no extra tool at install
@@ -44,9 +44,25 @@ data:
 	   (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq dataset-fashion-mnist >/dev/null 2>&1)) || \
 	  echo "dataset-fashion-mnist not installed (no apt/root): the pipeline will try torchvision's download"; }
 
-repro: $(STAMP) data  # the quick run; results/run.json: this machine and the wall time of the dvc repro (README's run time)
-	t0=$$(date +%s) && PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro 07_report publish && $(BIN)/python -m odevit.repro.readme --record-run $$t0
-	$(BIN)/python -m odevit.repro.readme  # the README's result sections, from the results files just written
+# `make repro`: every notebook and verdict again from the committed runs (nothing committed is trained again: the
+# stages below only read results), then a slice of committed plan-v2 runs retrained here and set beside them
+# (odevit.repro.slice: the first SLICE_EPOCHS epochs of v2_1k's ref and free, seeds 2100 and 2101). The stages that
+# train (02_teacher, the quick run's cells, the plans' studies) keep their committed outputs; the full retraining is
+# `make plan-v2` (on a GPU: docs/evidence/v2_gpu.sh) and `make evidence` (plan 1). results/repro_time.json: the wall.
+READ_STAGES := 01_data 03_ode_scratch 04_distill 05_ablations 06_dynamics 07_report evidence
+SLICE_EPOCHS ?= 10
+repro: $(STAMP) data
+	t0=$$(date +%s) && PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro --force --single-item $(READ_STAGES) && \
+	  $(BIN)/python -m odevit.repro.verdicts2 && \
+	  $(BIN)/python -m odevit.repro.slice --epochs $(SLICE_EPOCHS) && \
+	  $(BIN)/python -m odevit.repro.readme && \
+	  $(BIN)/python -m odevit.repro.slice --record-wall $$t0
+
+# plan v2 in full (plan_v2.yaml rules.made_by): every run, resumable from each group's last.pt; on the GPU if any
+plan-v2: $(STAMP) data
+	$(BIN)/python -m odevit.repro.fast plan_v2.yaml
+	$(BIN)/python -m odevit.repro.verdicts2
+	$(BIN)/python -m odevit.repro.readme
 
 # the evidence: every study of plan.yaml (one cached, resumable DVC stage per study, cell and seed) and the verdicts
 # computed from the plan (results/evidence/; docs/plan.md), and the plan's runs published as weights (weights/evidence).

@@ -59,3 +59,30 @@ def test_a_seed_outside_the_study_is_refused_before_training(tmp_path):
     p = fast.Plan("plan_v2.yaml")
     with pytest.raises(ValueError, match=r"--seeds \[1\]: v2_1k has seeds \[2100"):
         fast.train_cell(p, "v2_1k", "ref", torch.device("cpu"), False, None, {}, into=str(tmp_path), only_seeds=[1])
+
+
+def _make_var(name):
+    import re
+
+    text = open("Makefile").read()
+    return re.search(rf"^{name} :?= (.*)$", text, re.M).group(1).split()
+
+
+TRAINING = ("odevit.repro.study ", "odevit.repro.fast", "odevit.repro.runner", "notebook 02_teacher",
+            "odevit.repro.study_teacher", "odevit.repro.publish")
+
+
+def test_make_repro_reexecutes_every_reading_notebook_and_trains_nothing():
+    """make repro's READ_STAGES: every notebook stage that only reads committed runs (all but 02_teacher, which
+    trains), and no stage whose command trains."""
+    import yaml
+
+    stages = yaml.safe_load(open("dvc.yaml"))["stages"]
+    read = _make_var("READ_STAGES")
+    assert set(read) <= set(stages), f"READ_STAGES names stages dvc.yaml lacks: {set(read) - set(stages)}"
+    for name in read:
+        cmd = stages[name]["cmd"]
+        assert not any(t in cmd for t in TRAINING), f"make repro would train: {name}: {cmd}"
+    notebooks = {n for n, s in stages.items() if "odevit.repro.notebook" in str(s.get("cmd", ""))
+                 and not any(t in s["cmd"] for t in TRAINING)}
+    assert notebooks <= set(read), f"notebook stages make repro does not re-execute: {sorted(notebooks - set(read))}"

@@ -23,6 +23,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import pandas as pd
 
 INTO = "results/slice"  # the retrained slice's files (ignored by git); checkpoints under checkpoints/slice
+WALL = "results/repro_time.json"  # `make repro`'s wall time on the machine that last ran it (committed)
 COLUMNS = ("val_acc1", "train_loss")
 
 
@@ -120,6 +121,17 @@ def summary(t: pd.DataFrame, val_images: int = 5000) -> List[str]:
     return lines
 
 
+def record_wall(t0: float, path: str = WALL) -> Dict[str, Any]:
+    """`make repro`'s wall time since `t0` (epoch seconds) with this machine's facts, written atomically."""
+    from .machine import machine_info
+    from .pipeline import write_json
+
+    rec = {"wall_s": round(time.time() - t0, 1), "date": time.strftime("%Y-%m-%d", time.gmtime()),
+           "machine_info": machine_info(), "load_avg_1m_at_end": round(os.getloadavg()[0], 2)}
+    write_json(rec, path)
+    return rec
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description="Retrain the first epochs of committed plan-v2 runs and compare them")
     ap.add_argument("--plan", default="plan_v2.yaml")
@@ -128,7 +140,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--seeds", nargs="+", type=int, default=[2100, 2101])
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--resume", action="store_true", help="continue the slice's own last.pt instead of starting over")
+    ap.add_argument("--record-wall", type=float, default=None, metavar="T0",
+                    help="only write results/repro_time.json: the wall since T0 (`date +%%s` at make repro's start)")
     a = ap.parse_args(argv)
+    if a.record_wall is not None:
+        rec = record_wall(a.record_wall)
+        print(f"make repro: {rec['wall_s'] / 60:.1f} min on {rec['machine_info'].get('cpu_model')} "
+              f"({rec['machine_info'].get('cpu_count')} cores); {WALL}")
+        return 0
     t = run(a.plan, a.study, a.cells, a.seeds, a.epochs, resume=a.resume)
     cols = ["cell", "seed", "epoch", "val_acc1_committed", "val_acc1_here", "val_acc1_diff", "train_loss_diff"]
     with pd.option_context("display.width", 160, "display.max_rows", 200):
