@@ -23,83 +23,41 @@ def converged_study(root: str = ".") -> str:
     claims table once every run and stage is in; until then the runs finished so far and their validation curves."""
     path = os.path.join(root, CONVERGED)
     if not os.path.isfile(os.path.join(path, "study.json")):
-        return ("Not run yet: `dvc exp run $(python -m odevit.repro.preset presets/converged_fmnist.yaml)`, then "
-                "`python -m odevit.repro.evidence snapshot converged_fmnist --clone . --command ...`.")
+        return fill("converged-study", meta=None)
     meta = read_json(os.path.join(path, "study.json"))
-    head = (f"`{meta['command']}` (commit {meta['commit']}) on {cpu(meta['machine'])}, {meta['machine'].get('cuda_device') or 'no GPU'}, {meta['date']}: "
-            f"**{meta['runs_finished']} of {meta['runs_planned']} runs finished, {meta['runs_converged']} converged** "
-            f"by the validation rule; {meta['train_s'] / 3600:.1f} h of training "
-            + ("in all" if meta["complete"] else "so far")
-            + (f", {meta['wall_s'] / 3600:.1f} h wall" if "wall_s" in meta else "") + "."
-            + (f" Its {len(meta['notes'])} hand-written run notes (how the runs were made before the code recorded "
-               f"it) are in [{CONVERGED}/study.json]({CONVERGED}/study.json)." if meta.get("notes") else ""))
-    params = yaml.safe_load(open(os.path.join(path, "params.yaml"))) if os.path.isfile(os.path.join(path, "params.yaml")) else {}
-    limit = (params.get("study") or {}).get("robustness_test_limit")
-    test = (params.get("base") or {}).get("test_limit")
-    runs = (to_markdown(progress(path).fillna("–")) + "\n\nAcc@1 at N/2, N, 2N: the trained model integrated with "
-            "that many solver steps, on the first " + (f"{limit:,}" if limit else "`study.robustness_test_limit`")
-            + " test images (`study.robustness_test_limit`; N = the trained steps); test Acc@1 on "
-            + (f"the first {test:,} test images." if test else "the whole test split.")
-            + f"\n\n![validation curves]({CONVERGED}/curves.png)")
-    if meta["complete"]:
-        from .report import summary_line
-
-        c = pd.read_csv(os.path.join(path, "results/07_report/claims.csv"))
-        skipped = c.claim[c.verdict == stats.NOT_MEASURED].tolist()
-        t = read_json(os.path.join(path, "results/02_teacher/metrics.json"))["acc1"]
-        cells = collect(os.path.join(path, "results"))
-        best = cells.groupby("cell").acc1.mean()
-        return (f"**{summary_line(c)}** — converged students (every run stopped by the validation rule), 3 seeds each. "
-                f"{len(skipped)} claims need cells this study did not train (ablations, the published recipe) and are "
-                "left out here; the quick run ([docs/results.md](docs/results.md)) tests them at its budget. The verdict rule "
-                "is the quick run's (stated under its table there). Retention is measured against the "
-                f"default run's teacher ({100 * t:.2f} % test Acc@1, trained from scratch on the same images and not "
-                f"converged): the distilled students keep {100 * best.drop('free', errors='ignore').min() / t:.0f}–"
-                f"{100 * best.drop('free', errors='ignore').max() / t:.0f} % of it, and the free ODE "
-                f"({100 * best.get('free', float('nan')):.2f} %) beats it, so retention here says the students match a "
-                "weak teacher, not that distillation helps.\n\n"
-                + claims_table(path, measured_only=True)
-                + (f"\n\n![the converged study's claims: ours (mean and 95 % interval over the seeds) against the paper's "
-                   f"value, coloured by verdict]({CONVERGED}/results/07_report/claims.png)"
-                   if os.path.isfile(os.path.join(path, "results/07_report/claims.png")) else "")
-                + "\n\n" + head + "\n\nIts runs:\n\n" + runs)
-    return head + " **In progress: no verdict is drawn from it until every seed and stage is in.**\n\n" + runs
+    params = read_yaml(os.path.join(path, "params.yaml")) if os.path.isfile(os.path.join(path, "params.yaml")) else {}
+    page = dict(meta=meta, here=CONVERGED, cpu=cpu(meta["machine"]), progress=to_markdown(progress(path).fillna("–")),
+                limit=(params.get("study") or {}).get("robustness_test_limit"),
+                test=(params.get("base") or {}).get("test_limit"))
+    if not meta["complete"]:
+        return fill("converged-study", **page)
+    c = pd.read_csv(os.path.join(path, "results/07_report/claims.csv"))
+    best = collect(os.path.join(path, "results")).groupby("cell").acc1.mean()
+    return fill("converged-study", **page, counts=summary_line(c), skipped=int((c.verdict == stats.NOT_MEASURED).sum()),
+                t=read_json(os.path.join(path, "results/02_teacher/metrics.json"))["acc1"],
+                students=best.drop("free", errors="ignore"), free=best.get("free", math.nan),
+                table=claims_table(path, measured_only=True),
+                figure=os.path.isfile(os.path.join(path, "results/07_report/claims.png")))
 
 
 def budget_curve(root: str = ".") -> str:
     """The budget curve (docs/evidence/budget_curve.csv, `python -m odevit.repro.evidence budget`): student − free
-    ODE at each training-set size and teacher setup, with intervals and verdicts, and its figure."""
+    ODE at each training-set size and teacher setup, with intervals and verdicts, and its figure. A point whose free
+    runs are another study's (`free_from`) is marked †, ‡... with that study named under the table."""
     path = os.path.join(root, EVIDENCE, "budget_curve.csv")
     if not os.path.isfile(path):
-        return ("Not run yet: the points are `presets/budget_fmnist_{1k,3k,10k}.yaml` and the converged study (55k), "
-                "the stronger teacher's `presets/strong_teacher_*.yaml`; "
-                "`python -m odevit.repro.evidence budget` draws the curve from their snapshots.")
+        return fill("budget-curve", rows=None)
     t = pd.read_csv(path)
-    rows = ["| training images | teacher (test Acc@1 %) | schedule c (τ) | student − free | seeds | student Acc@1 (%) | "
-            "free Acc@1 (%) | difference [95 % CI] (pt) | Holm p | replicates | converged | all runs in | "
-            "verdict (> 0: the teacher helps) |", "|" + "---|" * 13]
-    borrowed = {}
-    for r in t.itertuples():
-        mark = ""
-        if isinstance(getattr(r, "free_from", None), str) and r.free_from != r.study:
-            mark = borrowed.setdefault(r.free_from, "†" * (len(borrowed) + 1))
-        c = getattr(r, "schedule", "–")
-        tau = getattr(r, "tau", math.nan)
-        sched = f"{c}" + ("" if pd.isna(tau) else f" ({tau:g})") + (" **degenerate**" if getattr(r, "degenerate", False) is True else "")
-        rows.append(f"| {r.train_images:,} | {_teacher(r)} | {sched} | {r.student} − free | {r.seeds} | {r.student_acc1:.2f} | "
-                    f"{r.free_acc1:.2f}{mark} | {num(r.diff_mean, True)} {ci(r.ci_low, r.ci_high, True)} | "
-                    f"{'–' if pd.isna(r.holm_p) else f'{r.holm_p:.3f}'} | "
-                    f"{'–' if pd.isna(getattr(r, 'replication', math.nan)) else f'{r.replication:.2f}'} | {r.converged} | {'yes' if r.all_runs_in else 'no'} | "
-                    f"**{r.verdict}** |")
-    notes = "".join(f"\n\n{m} free runs of `{EVIDENCE}/{s}/` (same params but the teacher's and the schedule's: "
-                    "a free ODE has no teacher)." for s, m in borrowed.items())
-    shown = set(t.study)
-    absent = [f"`{n}`" + (" (snapshotted, no pair finished yet)" if os.path.isfile(os.path.join(root, EVIDENCE, n, "study.json"))
-                          else "") for n in BUDGETS + STRONG_TEACHER if n not in shown]
-    todo = f"\n\nNot in the table yet: {', '.join(absent)} (`presets/<name>.yaml`)." if absent else ""
-    rules = stopping_rules(t, root)
-    return ("\n".join(rows) + notes + todo + "\n\n" + (rules + "\n\n" if rules else "") + budget_reading(t)
-            + f"\n\n![budget curve]({EVIDENCE}/budget_curve.png)" + teacher_strength(root))
+    t = t.assign(**{k: v for k, v in dict(schedule="–", tau=math.nan, degenerate=False, replication=math.nan,
+                                            free_from=math.nan).items() if k not in t})
+    borrowed: Dict[str, str] = {}
+    marks = [borrowed.setdefault(r.free_from, "†" * (len(borrowed) + 1))
+             if isinstance(r.free_from, str) and r.free_from != r.study else "" for r in t.itertuples()]
+    absent = [f"`{n}`" + (" (snapshotted, no pair finished yet)" if os.path.isfile(os.path.join(root, EVIDENCE, n,
+              "study.json")) else "") for n in BUDGETS + STRONG_TEACHER if n not in set(t.study)]
+    return fill("budget-curve", rows=list(zip(t.itertuples(), marks)), teacher=_teacher, borrowed=borrowed,
+                evidence=EVIDENCE, absent=absent, rules=stopping_rules(t, root), reading=budget_reading(t),
+                strength=teacher_strength(root))
 
 
 def stopping_rules(t: pd.DataFrame, root: str = ".") -> str:
@@ -109,43 +67,20 @@ def stopping_rules(t: pd.DataFrame, root: str = ".") -> str:
     by_size: Dict[int, Dict[tuple, List[str]]] = {}
     for study, n in t.groupby("study", sort=False).train_images.first().items():
         path = os.path.join(root, EVIDENCE, study, "params.yaml")
-        if not os.path.isfile(path):
-            continue
-        with open(path) as f:
-            d = yaml.safe_load(f)["distill"]
-        by_size.setdefault(int(n), {}).setdefault((d["epochs"], d["patience"], d["min_delta_pts"]), []).append(study)
-    deltas = {r[2] for rules in by_size.values() for r in rules}
-    if not deltas:
-        return ""
-    parts = []
-    for n, rules in sorted(by_size.items()):
-        for (cap, patience, delta), studies in rules.items():
-            who = "" if len(rules) == 1 else f" ({', '.join(studies)})"
-            gain = "" if len(deltas) == 1 else f" (gain ≥ {delta:g} pt)"
-            parts.append(f"{n:,}{who}: at most {cap} epochs, patience {patience}{gain}")
-    return ("Each point's stopping rule (its snapshot's `params.yaml`; patience: epochs without a validation Acc@1 "
-            + (f"gain of {deltas.pop():g} pt" if len(deltas) == 1 else "gain") + "): " + "; ".join(parts) + ".")
+        if os.path.isfile(path):
+            d = read_yaml(path)["distill"]
+            by_size.setdefault(int(n), {}).setdefault((d["epochs"], d["patience"], d["min_delta_pts"]), []).append(study)
+    deltas = sorted({r[2] for rules in by_size.values() for r in rules})
+    entries = [(n, studies if len(rules) > 1 else [], *rule) for n, rules in sorted(by_size.items())
+               for rule, studies in rules.items()]
+    return fill("stopping-rules", deltas=deltas, entries=entries) if deltas else ""
 
 
 def teacher_strength(root: str = ".") -> str:
     """The stronger teacher's students against the default teacher's, same seeds, budget and student rule
     (docs/evidence/teacher_strength.csv, `evidence.teacher_strength`); '' before it exists."""
     path = os.path.join(root, EVIDENCE, "teacher_strength.csv")
-    if not os.path.isfile(path):
-        return ""
-    t = pd.read_csv(path)
-    rows = ["| training images | stronger teacher (test Acc@1 %) | its c | student | seeds | with it (%) | "
-            "with the default teacher (%) | difference [95 % CI] (pt) | Holm p | replicates | converged | "
-            "verdict (> 0: the stronger teacher helps) |", "|" + "---|" * 12]
-    for r in t.itertuples():
-        rows.append(f"| {r.train_images:,} | {r.setup.replace('tau', 'τ')} ({r.teacher_acc1:.2f}) | {r.schedule} | "
-                    f"{r.student} | {r.seeds} | {r.student_acc1:.2f} | {r.baseline_acc1:.2f} (c = {r.baseline_schedule}) | "
-                    f"{num(r.diff_mean, True)} {ci(r.ci_low, r.ci_high, True)} | "
-                    f"{'–' if pd.isna(r.holm_p) else f'{r.holm_p:.3f}'} | "
-                    f"{'–' if pd.isna(r.replication) else f'{r.replication:.2f}'} | {r.converged} | **{r.verdict}** |")
-    base = ", ".join(f"`{EVIDENCE}/{b}/`" for b in dict.fromkeys(t.baseline))
-    return ("\n\n**Teacher strength.** The same students distilled from the stronger teacher and from the default "
-            f"one ({base}: same seeds, images and student rule; Holm over these rows):\n\n" + "\n".join(rows))
+    return "\n\n" + fill("teacher-strength", t=pd.read_csv(path), evidence=EVIDENCE) if os.path.isfile(path) else ""
 
 
 def _teacher(r) -> str:
@@ -156,7 +91,7 @@ def _teacher(r) -> str:
     return getattr(r, "teacher", "default") + (f" ({', '.join(bits)})" if bits else "")
 
 
-def budget_reading(t: pd.DataFrame) -> str:
+def budget_reading(t: pd.DataFrame) -> List[str]:
     """What the budget curve shows, from its verdicts: per teacher setup and student, each budget's difference and
     what its verdict says (helps = supports, hurts = contradicts, no verdict), and between which budgets the teacher
     stops helping when a budget where it helps is followed by a larger one where it hurts."""
@@ -178,7 +113,7 @@ def budget_reading(t: pd.DataFrame) -> str:
         if flip and len(g) > 2:
             line += f"; its mean turns negative between {flip[0][0] / 1000:g}k and {flip[0][1] / 1000:g}k"
         lines.append(line + ".")
-    return "What it shows (computed from the verdicts above):\n\n" + "\n".join(lines)
+    return lines
 
 
 FLOAT_NOISE = f"{EVIDENCE}/emulated_cpu"  # `evidence snapshot emulated_cpu` + `evidence replicate emulated_cpu`
@@ -189,44 +124,19 @@ def float_noise(root: str = ".") -> str:
     run moved against the seed spread, and which verdicts flipped by the intervals alone and by the replication rule."""
     path = os.path.join(root, FLOAT_NOISE)
     if not os.path.isfile(os.path.join(path, "replicate_claims.csv")):
-        return ("Not measured yet: `python -m odevit.repro.evidence snapshot emulated_cpu --clone CLONE ...` on a clone "
-                "that reran 02_teacher and the headline cells with another floating-point path, then "
-                "`python -m odevit.repro.evidence replicate emulated_cpu`.")
-    meta = read_json(os.path.join(path, "study.json"))
+        return fill("float-noise", meta=None)
     runs, cells = (pd.read_csv(os.path.join(path, f"replicate_{k}.csv")) for k in ("runs", "cells"))
     claims = pd.read_csv(os.path.join(path, "replicate_claims.csv"))
     decided = claims[~claims.primary_intervals.isin([stats.FACT, stats.NOT_A_CLAIM])]
-    t = runs[runs.cell == "teacher"].iloc[0]
-    per_seed = {c: "/".join(f"{d:+.2f}" for d in g.sort_values("seed").diff_pt) for c, g in runs.groupby("cell")}
-    seeds = "/".join(str(x) for x in sorted(runs[runs.cell != "teacher"].seed.unique()))
     decisive = lambda col: decided[col].isin([stats.SUPPORTS, stats.CONTRADICTS])  # noqa: E731
-    head = (f"`{meta['command']}` (commit {meta['commit']}, {meta['date']}, {cpu(meta['machine'])}): "
-            f"{len(runs) - 1} student runs ({', '.join(cells.cell)} × their seeds) plus their teacher, on the same "
-            f"seeds and data as the default run. The teacher moved {t.diff_pt:+.2f} pt ({100 * t.acc1_primary:.2f} → "
-            f"{100 * t.acc1_replicate:.2f} %); the students moved by "
-            + ", ".join(f"{r.cell} {per_seed[r.cell]} pt (seeds {seeds}; mean |difference| {r.mean_abs_diff_pt:.2f} = "
-                        f"{r.ratio:.2f} × its seed std {r.primary_seed_std_pt:.2f})" for r in cells.itertuples())
-            + ". The rule's model, a fresh draw of every seed, predicts 1.13 × the std with independent signs. A "
-            "cell far below that (the free ODE's float noise stayed small) is where the model is conservative; a "
-            "cell above it whose seeds all moved one way suggests (3 seeds cannot show more) that the teacher the "
-            "distilled students share carried its own change into all of them — which no seed interval of one "
-            "teacher sees, so for claims on distilled students (ts_*, retention*, the ablations of ref) "
-            "“replicates” may be optimistic. "
-            f"**Verdicts that changed: by the intervals alone {int(decided.flips_intervals.sum())} of {len(decided)} "
-            f"({int((decided.flips_intervals & decisive('primary_intervals')).sum())} of them decisive here); by the "
-            f"replication rule {int(decided.flips_rule.sum())} "
-            f"({int((decided.flips_rule & decisive('primary_rule')).sum())} decisive here).** The rule protects the "
-            "decisive verdicts only: a row it keeps inconclusive here may read decisive on a machine whose draw "
-            "lands further from the boundary."
-            + "".join(f" {n}" for n in meta.get("notes", [])))
-    rows = ["| claim | intervals alone: this machine → emulated | replication rule: this machine → emulated |",
-            "|---|---|---|"]
-    for r in decided.itertuples():
-        mark = lambda a, b: f"{a} → {a if a == b else f'**{b}**'}"  # noqa: E731
-        rows.append(f"| `{r.claim}` | {mark(r.primary_intervals, r.replicate_intervals)} | "
-                    f"{mark(r.primary_rule, r.replicate_rule)} |")
-    return head + "\n\n" + "\n".join(rows)
-
+    meta = read_json(os.path.join(path, "study.json"))
+    return fill("float-noise", meta=meta, cpu=cpu(meta["machine"]), runs=runs, cells=cells, decided=decided,
+                t=runs[runs.cell == "teacher"].iloc[0],
+                per_seed={c: "/".join(f"{d:+.2f}" for d in g.sort_values("seed").diff_pt) for c, g in runs.groupby("cell")},
+                seeds="/".join(str(x) for x in sorted(runs[runs.cell != "teacher"].seed.unique())),
+                flips=dict(intervals=int(decided.flips_intervals.sum()), rule=int(decided.flips_rule.sum()),
+                           intervals_decisive=int((decided.flips_intervals & decisive("primary_intervals")).sum()),
+                           rule_decisive=int((decided.flips_rule & decisive("primary_rule")).sum())))
 
 SECTIONS: Dict[str, Callable[[str], str]] = {
     "converged-study": converged_study, "budget-curve": budget_curve, "float-noise": float_noise}
