@@ -7,69 +7,25 @@ from typing import Any, Callable, Dict, Iterable, List, Tuple
 
 import pandas as pd
 
+from . import plan as plan_mod
 from .wording import WORDS, fill, interval, read_json, read_yaml
+
 
 def plan_verdicts(root: str = ".") -> str:
     """The plan's questions (plan.yaml, fixed before the runs) with their computed verdicts, confirmatory beside
     exploratory (results/evidence/claims.csv), and how many of the planned runs exist (results/evidence/runs.csv)."""
     c = pd.read_csv(os.path.join(root, "results/evidence/claims.csv"))
     runs = pd.read_csv(os.path.join(root, "results/evidence/runs.csv"))
-
-    def cell(r: Any) -> str:
-        if not r.n:
-            return f"– (0 of {r.planned} seeds) **{r.verdict}**"
-        return f"{r['mean']:+.2f}{interval(r.ci_low, r.ci_high)} {r.unit}, n = {r.n}: **{r.verdict}**"
-
-    rows = ["| study | question | test | confirmatory (fresh seeds, this plan) | exploratory (seeds 0-2, rules chosen after; "
-            "judged here by this plan) | replicated? |", "|---|---|---|---|---|---|"]
-    reps = replications(c)
-    for (study, q), g in c.groupby(["study", "question"], sort=False):
-        conf = g[g.status != "exploratory"]
-        expl = g[g.status == "exploratory"]
-        r0 = g.iloc[0]
-        test = r0.test.replace("_", "-") + ("" if pd.isna(r0.margin) else f" ±{r0.margin:g}" if r0.test == "equivalence"
-                                            else f" (margin {r0.margin:g})")
-        rep = reps.get((study, q), "–")
-        rows.append(f"| {study} | {r0.claim} (`{q}`) | {test}, α {r0.alpha_each:.3g} each | "
-                    f"{cell(conf.iloc[0]) if len(conf) else '–'} | {cell(expl.iloc[0]) if len(expl) else '–'} | {rep} |")
-    from . import plan as plan_mod
-
     plan = plan_mod.load(os.path.join(root, plan_mod.PLAN_FILE))
-    planned = sum(_planned(st) for st in plan["studies"].values())
-    machines = ", ".join(sorted(runs.machine.dropna().unique())) or "none yet"
-    head = (f"{len(runs)} of {planned} planned confirmatory runs are in (machines: {machines}); "
-            f"{int(runs.converged.sum())} converged by the plan's rule.\nIntervals at each question's level "
-            "(α / the family's size); `python -m odevit.repro.verdicts` recomputes every row.")
-    t = read_json(os.path.join(root, "results/02_teacher/metrics.json"))
-    test_images = read_json(os.path.join(root, "results/01_data/metrics.json"))["test_size"]
-    prm = read_yaml(os.path.join(root, "params.yaml"))
-    post = int(c.post_hoc.sum())
-    mixed = int(c.verdict.astype(str).str.startswith(("mixed machines", "mixed teachers")).sum())
-    setting = (f"Setting: Fashion-MNIST ({t['train_images']:,} training images, {t['val_images']:,} for validation, "
-               f"{test_images:,} test images scored once; the step-count rows on the first {prm['study']['robustness_test_limit']:,})."
-               f"\nThe teacher is a {t['depth']}-layer ViT trained from scratch "
-               f"({t['epochs']} epochs, {100 * t['acc1']:.2f} % test Acc@1; "
-               + ("converged by the validation rule" if t.get("converged") else
-                  f"not converged: its last {prm['base']['converge_window']} of {t['epochs_run']} epochs raised validation "
-                  f"Acc@1 by {t['val_gain_last_pts']:.1f} pt")
-               + "); the student is the ODE of its width, trained at N = "
-               f"{prm['distill']['num_steps']} solver steps; \"free\" is that ODE trained from scratch.\nEach question is tested at α = {plan['rules']['alpha']:g} / the number of questions of its "
-               "study (\"α each\").\n*Not converged*: a run it rests on still gained one validation standard error "
-               f"({runs.threshold_pts.min():.2f}–{runs.threshold_pts.max():.2f} pt by run) or more in the last quarter of its schedule "
-               "(in a study with `convergence: cell_mean`: a cell's runs did on average); the row shows numbers, "
-               "no verdict.\n*Incomplete (k of n seeds)*: fewer of the plan's seeds have every run the row needs "
-               "(a run counts where it trained its study's whole budget); numbers, no verdict. *Mixed machines* / "
-               "*mixed teachers*: the row's runs did their arithmetic on two "
-               "devices (plan.yaml `rules.machine`: one machine type per study), or a cell's runs distilled from two "
-               f"trainings of their teacher; no verdict (rows so marked: {mixed})."
-               "\n*Post hoc* marks a row whose plan changed after its runs "
-               f"(rows so marked: {post}); a study added after another's results is not post hoc "
-               "but a new family on fresh seeds, planned before its own runs, and its description says why it was "
-               "added.")
-    figure = "![the plan's verdicts, one panel per study](results/evidence/verdicts.png)"
-    return (setting + "\n\n" + head + "\n\n" + "\n".join(rows) + "\n\n" + figure
-            + "\n\n<details><summary>Per study: its description, rows in words, and the runs that missed the convergence "
-            "rule</summary>\n\n" + findings(c, plan, runs) + "\n\n</details>")
+    first = lambda g: g.iloc[0] if len(g) else None  # noqa: E731
+    return fill("plan-verdicts", t=read_json(os.path.join(root, "results/02_teacher/metrics.json")), runs=runs,
+                test_images=read_json(os.path.join(root, "results/01_data/metrics.json"))["test_size"],
+                prm=read_yaml(os.path.join(root, "params.yaml")), plan=plan, reps=replications(c),
+                mixed=int(c.verdict.astype(str).str.startswith(("mixed machines", "mixed teachers")).sum()),
+                post=int(c.post_hoc.sum()), planned=sum(_planned(st) for st in plan["studies"].values()),
+                machines=", ".join(sorted(runs.machine.dropna().unique())), findings=findings(c, plan, runs),
+                questions=[(k, first(g[g.status != "exploratory"]), first(g[g.status == "exploratory"]), g.iloc[0])
+                           for k, g in c.groupby(["study", "question"], sort=False)])
 
 
 DECIDED = ("supports", "contradicts")
@@ -239,30 +195,13 @@ def findings(c: pd.DataFrame, plan: Dict[str, Any], runs: pd.DataFrame) -> str:
     """One bullet per study of the plan: its description, then each question's claim, our number and its verdict
     (confirmatory rows only), in words a reader can quote; a study with runs that missed the convergence rule names
     them with their tail gain and threshold."""
-    out = []
+    studies = []
     for name, st in plan["studies"].items():
         g = c[(c.study == name) & (c.status != "exploratory")]
-        if g.empty or not g.n.any():
-            out.append(f"- **{name}** — {st['description']}: planned ({len(st['seeds'])} seeds), not run yet.")
-            continue
-        parts = []
-        for r in g.itertuples():
-            num = "no run" if not r.n else f"{r.mean:+.2f} {r.unit}" + interval(r.ci_low, r.ci_high) + f", n = {r.n}"
-            parts.append(f"  - {r.claim}: {num} — *{r.verdict}*")
         mine = runs[runs.study == name]
-        late = mine[~mine.converged.astype(bool)]
-        per_cell = st.get("convergence") == "cell_mean"  # then a run failing the rule withholds no row by itself
-        why = [] if late.empty else [("  - failing the per-run rule (judged per cell, `convergence: cell_mean`: a "
-                                      "row waits only for a cell whose runs fail it on average): " if per_cell else
-                                      "  - not converged: ") + ", ".join(
-            f"{r.cell} s{r.seed} (+{r.gain_last_pts:.3f} pt in its last quarter, threshold {r.threshold_pts:.3f})"
-            for r in late.itertuples())]
-        count = ("" if late.empty else  # the plan's description says what the budget was for
-                 f" [{len(mine) - len(late)} of {len(mine)} runs converged by the plan's rule]")
-        out.append("\n".join([f"- **{name}** — {st['description'].rstrip('.')}"
-                               + (" (judged per cell: `convergence: cell_mean`)" if per_cell and "cell_mean" not in
-                                  st["description"] else "") + count + ":"] + parts + why))
-    return "\n".join(out)
+        studies.append((name, st, None if g.empty or not g.n.any() else g, mine,
+                        list(mine[~mine.converged.astype(bool)].itertuples()), st.get("convergence") == "cell_mean"))
+    return fill("findings", studies=studies)
 
 
 def evidence_time(root: str = ".") -> str:
