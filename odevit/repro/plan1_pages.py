@@ -122,73 +122,39 @@ def missing_runs(plan: Dict[str, Any], runs: pd.DataFrame, root: str = ".") -> s
 def key_findings(root: str = ".") -> str:
     """The README's opening: docs/findings.yaml's questions, each answered by its plan rows (confirmatory rows of
     results/evidence/claims.csv: number, interval at α each, verdict), grouped by the study's training images."""
-    from . import plan as plan_mod
-
     plan = plan_mod.load(os.path.join(root, plan_mod.PLAN_FILE))
     claims = pd.read_csv(os.path.join(root, "results/evidence/claims.csv"))
     c = claims[claims.status == "confirmatory"].set_index(["study", "question"])
     t = read_json(os.path.join(root, "results/02_teacher/metrics.json"))  # its training images: a study's "all"
-    out = []
-    for i, f in enumerate(read_yaml(os.path.join(root, "docs/findings.yaml"))["findings"], 1):
+    answers = []
+    for f in read_yaml(os.path.join(root, "docs/findings.yaml"))["findings"]:
         parts, last = [], None
         epochs = _schedules_differ(plan, {ref.split(".", 1)[0] for _, ref in f["rows"]})
         for label, ref in f["rows"]:
             study, q = ref.split(".", 1)
             if (study, q) not in c.index:
                 raise ValueError(f"docs/findings.yaml: {ref} is not a confirmatory row of results/evidence/claims.csv")
-            r = c.loc[(study, q)]
-            num = "not run" if not r.n else f"{r['mean']:+.2f} {r.unit}" + interval(r.ci_low, r.ci_high)
             where = _images(plan, study, t["train_images"], epochs)
-            parts.append(("" if where == last else f"{where}: ") + f"{label} {num} *{r.verdict}*")
+            parts.append((None if where == last else where, label, c.loc[(study, q)]))
             last = where
-        out.append(f"{i}. **{f['ask']}** " + "; ".join(parts) + "." + (f" {f['note']}" if f.get("note") else ""))
+        answers.append((f, parts))
     runs = pd.read_csv(os.path.join(root, "results/evidence/runs.csv"))
-    params = read_yaml(os.path.join(root, "params.yaml"))
-    n_steps, sub = params["distill"]["num_steps"], params["study"]["robustness_test_limit"]
-    teacher = 100 * t["acc1"]
-    names = {"ref": "label-free", "ce": "+CE", "free": "free ODE"}
-    weak, first = False, True
-    for name in [n for n, st in plan["studies"].items() if not st["budget"]["train_limit"]]:  # on all its images
+    params, cells = read_yaml(os.path.join(root, "params.yaml")), WORDS["cells"]
+    scale = []  # the studies on all their images: each cell's mean Acc@1 at N and N/2
+    for name in [n for n, st in plan["studies"].items() if not st["budget"]["train_limit"]]:
         big = runs[runs.study == name]
-        if not len(big):
-            continue
-        g = big.groupby("cell")[["acc1", "acc1_half_n", "acc1_sub_n"]].mean().reindex(
-            [k for k in names if k in set(big.cell)])
-        at_n = ", ".join(f"{names[k]} {v:.2f} %" for k, v in g.acc1.items())
-        half = ", ".join(f"{names[k]} {h:.2f} % (at N on the same images {n:.2f} %)"
-                         for k, h, n in zip(g.index, g.acc1_half_n, g.acc1_sub_n))
-        weak = weak or ("free" in g.index and teacher < g.acc1["free"])
-        epochs = plan["studies"][name]["budget"]["epochs"]
-        out.append((f"\nFor scale, mean test Acc@1 at the trained N = {n_steps} steps: teacher {teacher:.2f} %; "
-                    if first else "") + f"{name}'s runs ({epochs} epochs): {at_n}; at N/2 (first {sub:,} test images, "
-                   f"as every step-count row): {half}.")
-        first = False
-    if weak:
-        out[-1] += (" The teacher, trained from scratch on the same images, is weaker than the free ODE, so keeping "
-                    "its accuracy is a low bar.")
+        if len(big):
+            scale.append((name, plan["studies"][name]["budget"]["epochs"], big.groupby("cell")[
+                ["acc1", "acc1_half_n", "acc1_sub_n"]].mean().reindex([k for k in cells if k in set(big.cell)])))
     limit = {k: v["budget"]["train_limit"] for k, v in plan["studies"].items()}
     pending = sorted({(st, q) for st, q in c.index for st2, q2 in c.index  # same question, same images, no runs yet
                       if q == q2 and st2 != st and limit[st] == limit[st2] and c.loc[(st, q)].n == 0
                       and c.loc[(st2, q2)].verdict == "not converged"})
-    if pending:
-        out.append("\nPlanned and not run yet, asking not-converged questions again: " + ", ".join(
-            f"{p} `{q}` ({plan['studies'][p]['budget']['epochs']} epochs"
-            + (", convergence judged per cell" if plan["studies"][p].get("convergence") == "cell_mean" else "") + ")"
-            for p, q in pending) + ".")
-    missing = missing_runs(plan, runs, root)
-    if missing:
-        out.append(("\n" if not pending else "") + missing)
-    rep = replication_summary(claims)
-    if rep:
-        out.append("\n" + rep)
-    shift = machine_shift_summary(root)
-    if shift:
-        out.append("\n" + shift)
-    return ("\n".join(out) + "\n\nEach row: mean over paired seeds [interval at its study's α each] and the verdict on "
-            "the direction the plan predicts (the paper's; for ours, ours). *not converged*: a run the row rests on was "
-            "still improving at the end of its schedule (in a study judged per cell, `convergence: cell_mean`: a cell's "
-            "runs on average), so the row gives numbers and no verdict; the teacher's convergence, stated in the "
-            "setting, gates no row. Rows, seeds and runs are in the table below.")
+    return fill("key-findings", answers=answers, scale=scale, cells=cells, teacher=100 * t["acc1"], plan=plan,
+                n_steps=params["distill"]["num_steps"], sub=params["study"]["robustness_test_limit"],
+                weak=any("free" in g.index and 100 * t["acc1"] < g.acc1["free"] for _, _, g in scale),
+                pending=pending, missing=missing_runs(plan, runs, root), replicated=replication_summary(claims),
+                shift=machine_shift_summary(root))
 
 
 def findings(c: pd.DataFrame, plan: Dict[str, Any], runs: pd.DataFrame) -> str:
