@@ -174,47 +174,21 @@ def evidence_time(root: str = ".") -> str:
     """Where each study's runs trained and how fast, from their recorded provenance (results/evidence/run_time.csv,
     written by the evidence stage): per machine over every study, then per study."""
     t = pd.read_csv(os.path.join(root, "results/evidence/run_time.csv"))
-    rows = ["| study | machine | runs (processes; most seeds in one) | training images | busy wall | "
-            "process-seconds | images/s over the busy wall |", "|---|---|---:|---:|---:|---:|---:|"]
-    for r in pd.concat([t[t.study == "all"], t[t.study != "all"]]).itertuples():
-        gone = f", {r.unrecorded} unrecorded" if r.unrecorded else ""
-        rows.append(f"| {'**every study**' if r.study == 'all' else r.study} | {r.machine} | {r.runs} "
-                    f"({r.processes}{gone}; {r.together_max}) | {r.train_images / 1e6:.2f} M | {r.busy_wall_s / 60:.1f} min "
-                    f"| {r.process_s / 60:.1f} min | {r.img_per_s:,.0f}{' (at most)' if r.unrecorded else ''} |")
-    return ("Every finished run of the plan, from the provenance each run records (`results/evidence/run_time.csv`, "
-            "written by `dvc repro -s evidence`). *runs (processes; most seeds in one)*: a process trains one run, or "
-            "with `--together K` up to K seeds of a cell; a resumed run adds a process. *busy wall*: the seconds at "
-            "least one of the processes was running (each from its start-up to its end), so time between separate "
-            "commands or sessions is left out and processes running at once count once. *process-seconds*: the "
-            "processes' wall times summed. *unrecorded*: processes stopped before their first progress record, whose "
-            "seconds no file holds; they are left out of the busy wall, so images/s is then an upper bound. "
-            "*images/s*: training images over the busy wall, the machine's rate under that study's concurrency and "
-            "budget (evaluation and start-up included), not one run's speed: rows run with other concurrency or "
-            "budgets do not compare. The **every study** rows pool all runs on that machine type, from different "
-            "days and machines of the kind; studies that shared a machine at once count the shared seconds once "
-            "there.\n\n" + "\n".join(rows) + "\n\n" + _plan_time(root, t))
+    return fill("evidence-time", rows=list(pd.concat([t[t.study == "all"], t[t.study != "all"]]).itertuples()),
+                plan_time=_plan_time(root, t))
 
 
 def _plan_time(root: str, t: pd.DataFrame) -> str:
     """The whole plan's training images (cells x seeds x images x epochs of every study, its teachers aside) and
     how long they take at each machine type's pooled rate of the table (its **every study** row): an extrapolation
-    from measured rates, said as one."""
-    from . import plan as plan_mod
-
+    from measured rates, said as one (a rate that is an upper bound, with unrecorded processes: a lower-bound time)."""
     plan = plan_mod.load(os.path.join(root, plan_mod.PLAN_FILE))
     every = read_json(os.path.join(root, "results/02_teacher/metrics.json"))["train_images"]  # train_limit 0: all
-    runs = images = 0
-    for st in plan["studies"].values():
-        n = _planned(st)
-        runs += n
-        images += n * (st["budget"]["train_limit"] or every) * st["budget"]["epochs"]
-    done = t[t.study != "all"].train_images.sum()
-    mins = {r.machine: (images / r.img_per_s / 60, r.unrecorded) for r in t[t.study == "all"].itertuples()}
-    at = "; ".join(f"{m} {'≥' if gone else '≈'} " + (f"{v:,.0f} min" if v < 120 else f"{v / 60:,.0f} h")
-                   for m, (v, gone) in mins.items())  # an upper-bound rate ("at most"): a lower-bound time
-    return (f"The whole plan is {runs} runs and {images / 1e6:.2f} M training images (its teachers aside), "
-            f"{done / 1e6:.2f} M of them trained (the table). At each machine type's pooled rate above, all of it "
-            f"would take: {at} — an extrapolation from the measured rates, not a measured run of the whole plan.")
+    studies = plan["studies"].values()
+    images = sum(_planned(st) * (st["budget"]["train_limit"] or every) * st["budget"]["epochs"] for st in studies)
+    return fill("plan-time", runs=sum(_planned(st) for st in studies), images=images,
+                done=t[t.study != "all"].train_images.sum(),
+                at=[(r.machine, images / r.img_per_s / 60, r.unrecorded) for r in t[t.study == "all"].itertuples()])
 
 
 def _short_machine(m: str) -> str:
@@ -228,28 +202,15 @@ def _short_machine(m: str) -> str:
     return "; ".join(parts) + (f", torch {torch_v.rstrip(')')}" if torch_v else "")
 
 
-def _num_or_dash(x: float, fmt: str) -> str:
-    return "–" if pd.isna(x) else format(x, fmt)
-
-
 def machine_shift_summary(root: str = ".") -> str:
-    """One line for the findings: per replicate how far each cell's runs moved (machine_shift.csv's cell rows)."""
+    """One line for the findings: per replicate how far each cell's runs moved (machine_shift.csv's cell rows); the
+    machines by their GPUs, or whole where those are the same (other host CPUs: the full records tell them apart)."""
     t = pd.read_csv(os.path.join(root, "results/evidence/machine_shift.csv"))
-    t = t[t.kind == "cell"]
-    parts = []
-    for (_, study), g in t.groupby(["replicate", "study"], sort=False):
+    groups = []
+    for (_, study), g in t[t.kind == "cell"].groupby(["replicate", "study"], sort=False):
         there, here = _short_machine(g.machine_replicate.iloc[0]), _short_machine(g.machine_here.iloc[0])
-        if there == here:  # the same GPU model with other host CPUs: the full records tell them apart
-            there, here = g.machine_replicate.iloc[0], g.machine_here.iloc[0]
-        n = int(g.n.sum())
-        moved = (f"all {n} runs the same test Acc@1" if int(g.identical.sum()) == n else
-                 "each run's test Acc@1 moved at most " + ", ".join(
-                     f"{r.shift_max_abs:.2f} pt in cell {r.name} (its seed SD {_num_or_dash(r.sd_here, '.2f')})"
-                     for r in g.itertuples()) + f" ({g.n.max()} seeds)")
-        parts.append(f"{study} on {there} against {here}: {moved}")
-    return ("Trained again on another machine type (the same cells and seeds, by code recorded as giving bit-identical "
-            "runs; \"Does the machine move the results?\" below), one line each:\n"
-            + "\n".join(f"- {p}." for p in parts)) if parts else ""
+        groups.append((study, *((there, here) if there != here else (g.machine_replicate.iloc[0], g.machine_here.iloc[0])), g))
+    return fill("machine-shift-summary", groups=groups) if groups else ""
 
 
 def machine_shift(root: str = ".") -> str:
@@ -257,46 +218,7 @@ def machine_shift(root: str = ".") -> str:
     stage from plan.yaml's `replicates`): per replicated cell and question, the shift of its runs against the seed
     spread."""
     t = pd.read_csv(os.path.join(root, "results/evidence/machine_shift.csv"))
-    head = ("The plan has no machine gate; the machine is measured beside the verdicts: a study's runs trained again "
-            "on another machine type with the same cells and seeds (plan.yaml `replicates`), compared seed by seed "
-            "(`results/evidence/machine_shift.csv`, written by `dvc repro -s evidence`). Each side is named with its "
-            "torch and the training sources its runs record (*source*: a hash of the training code; different "
-            "sources are ones `docs/evidence/source_equivalence.json` shows to give bit-identical runs on one "
-            "machine). `acc1_half_n` / `acc1_sub_n`: a run's test Acc@1 at N/2 / at N solver steps, both on the "
-            "step-count rows' test images. *shift*: the "
-            "replicate's test Acc@1 − the committed run's, in points, with its 95 % interval over the seeds; a "
-            "*question* row shifts the per-seed statistic its verdict rests on (a shift common to both cells cancels "
-            "there). *SD here*: the same quantity's SD over all of the study's seeds in the committed runs. If the "
-            "other machine changed each run as much as a new seed does, the shift's SD would be about √2 × that "
-            "(ratio ≈ 1.41; 0 = the same numbers); the ratio's top, from the top of the shift SD's 95 % interval, is "
-            "what the seeds cannot rule out. A mean shift whose interval excludes 0 is a systematic machine effect, "
-            "which no seed interval sees.")
-    if t.empty:
-        return head + "\n\nNo replicate measured yet."
-    out = [head]
-    for (rep, study), g in t.groupby(["replicate", "study"], sort=False):
-        r0 = g.iloc[0]
-        rows = [f"{study}, committed on {r0.machine_here}, source {r0.source_here} → replicate on "
-                f"{r0.machine_replicate}, source {r0.source_replicate} (`{rep}`):", "",
-                "| cell or question | seeds | shift: mean [95 % interval] | shift SD (95 % top) | largest \\|shift\\| "
-                "| seeds identical | SD here | shift SD / SD here (top) |", "|---|---|---:|---:|---:|---:|---:|---:|"]
-        for r in g.itertuples():
-            ok = r.sd_here > 0 and not pd.isna(r.shift_sd)
-            ratio = f"{r.shift_sd / r.sd_here:.2f} ({r.shift_sd_upper / r.sd_here:.2f})" if ok else "–"
-            rows.append(f"| {r.name} | {r.seeds} | {r.shift_mean:+.2f}{interval(r.ci_low, r.ci_high)} pt | "
-                        f"{_num_or_dash(r.shift_sd, '.2f')} ({_num_or_dash(r.shift_sd_upper, '.2f')}) pt | "
-                        f"{r.shift_max_abs:.2f} pt | {r.identical} of {r.n} | {_num_or_dash(r.sd_here, '.2f')} pt | "
-                        f"{ratio} |")
-        out.append("\n".join(rows))
-    return "\n\n".join(out)
-
-
-V2_LABELS = {"ts_minus_free": "label-free − free ODE", "ce_minus_free": "+CE − free ODE",
-             "retention": "label-free − its teacher", "half_n": "N/2 − N", "double_n": "2N − N",
-             "unseen": "worst never-trained N − N", "unseen_inside": "worst never-trained N inside its range − N",
-             "unseen_below": "worst N below its range − N", "centernorm_minus_layernorm": "CenterNorm − LayerNorm",
-             "jasmin_on_minus_off": "JaSMin on − off", "strong_minus_weak_teacher": "v2 teacher − plan-1 teacher"}
-
+    return fill("machine-shift", groups=list(t.groupby(["replicate", "study"], sort=False)))
 
 SECTIONS: Dict[str, Callable[[str], str]] = {
     "key-findings": key_findings, "plan-verdicts": plan_verdicts, "machine-shift": machine_shift,
