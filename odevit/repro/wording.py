@@ -1,5 +1,5 @@
 """The generated pages' wording: jinja2 templates (docs/templates/NAME.md.j2, one per section) and the filters they
-print numbers with; the section code (readme, plan1_pages, study_pages) only reads the results files into them.
+print numbers with; the section code (readme and the *_pages modules) reads the results files into them.
 
 A template line that ends in a backslash goes on on the next line (its indentation dropped); a template is rendered
 with `trim_blocks` and `lstrip_blocks` (a `{% %}` line leaves no blank line) and stripped of the newlines around it; undefined names fail (StrictUndefined), so a renamed column cannot print
