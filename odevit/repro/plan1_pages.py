@@ -93,30 +93,20 @@ def missing_runs(plan: Dict[str, Any], runs: pd.DataFrame, root: str = ".") -> s
     from .runner import kept_path
     from .verdicts import devices
 
-    parts, total = [], 0
+    studies = []
     for name, st in plan["studies"].items():
         done = runs[runs.study == name]
         have = set(zip(done.cell, done.seed.astype(int)))
         todo = [(c, s) for c in st["cells"] for s in st["seeds"] if (c, s) not in have]
-        if not todo:
-            continue
-        total += len(todo)
         cells = list(dict.fromkeys(c for c, _ in todo))
-        devs = sorted({d for m in done.machine.dropna() for d in devices(m)})
-        where = f"only on {' or '.join(devs)}, the device of its other runs" if devs else "on any machine"
         trained = os.path.isfile(os.path.join(root, study_teacher.dirs(name)[1], "metrics.json"))  # recorded
         lost = [c for c in cells if trained and config.uses_study_teacher(st["cells"][c])
                 and not os.path.isfile(os.path.join(root, kept_path(name)))]
-        n = f"{len(todo)} run{'s' if len(todo) > 1 else ''}"
-        parts.append(f"{name}, cell{'s' if len(cells) > 1 else ''} {', '.join(cells)}: {n}, {where}"
-                     + (f"; {' and '.join(lost)} also need the study's own teacher, trained before the runner kept "
-                        f"study teachers in git (no `{kept_path(name)}`): only the machine whose DVC cache holds it "
-                        "can make them; without them their rows stay incomplete" if lost else ""))
-    if not parts:
-        return ""
-    planned = sum(_planned(st) for st in plan["studies"].values())
-    return (f"Runs not made yet ({total} of {planned}; `make evidence` lists and leaves out those its machine must "
-            "not make, plan.yaml `rules.machine`): " + "; ".join(parts) + ".")
+        if todo:
+            studies.append((name, cells, len(todo), sorted({d for m in done.machine.dropna() for d in devices(m)}),
+                            lost, kept_path(name)))
+    return fill("missing-runs", studies=studies, total=sum(s[2] for s in studies),
+                planned=sum(_planned(st) for st in plan["studies"].values())) if studies else ""
 
 
 def key_findings(root: str = ".") -> str:
