@@ -91,29 +91,23 @@ def _teacher(r) -> str:
     return getattr(r, "teacher", "default") + (f" ({', '.join(bits)})" if bits else "")
 
 
-def budget_reading(t: pd.DataFrame) -> List[str]:
+def budget_reading(t: pd.DataFrame) -> str:
     """What the budget curve shows, from its verdicts: per teacher setup and student, each budget's difference and
     what its verdict says (helps = supports, hurts = contradicts, no verdict), and between which budgets the teacher
     stops helping when a budget where it helps is followed by a larger one where it hurts."""
-    say = {"supports": "helps", "contradicts": "hurts"}
     lines = []
     who = t["setup"] if "setup" in t else (t["teacher"] if "teacher" in t else pd.Series("default", index=t.index))
     for (su, student), g in t.groupby([who, "student"], sort=False):
         g = g.sort_values("train_images")
-        word = [say.get(v, "no verdict") for v in g.verdict]
-        kind, _, rest = su.replace("tau", "τ").partition(", ")
-        line = f"- {kind} teacher{f' ({rest})' if rest else ''}, {student} − free: " + ", ".join(
-            f"{n / 1000:g}k {d:+.2f} pt ({w})" for n, d, w in zip(g.train_images, g.diff_mean, word))
-        helps = [n for n, w in zip(g.train_images, word) if w == "helps"]
-        hurts = [n for n, w in zip(g.train_images, word) if w == "hurts" and helps and n > max(helps)]
-        if helps and hurts:
-            line += f"; it stops helping between {max(helps) / 1000:g}k and {min(hurts) / 1000:g}k images"
         n, d = list(g.train_images), list(g.diff_mean)
+        word = [{"supports": "helps", "contradicts": "hurts"}.get(v, "no verdict") for v in g.verdict]
+        helps = [x for x, w in zip(n, word) if w == "helps"]
+        hurts = [x for x, w in zip(n, word) if w == "hurts" and helps and x > max(helps)]
         flip = [(a, b) for a, b, x, y in zip(n, n[1:], d, d[1:]) if x > 0 > y]
-        if flip and len(g) > 2:
-            line += f"; its mean turns negative between {flip[0][0] / 1000:g}k and {flip[0][1] / 1000:g}k"
-        lines.append(line + ".")
-    return lines
+        kind, _, rest = su.replace("tau", "τ").partition(", ")
+        lines.append((kind, rest, student, list(zip(n, d, word)), helps and hurts and (max(helps), min(hurts)),
+                      flip[0] if flip and len(g) > 2 else None))
+    return fill("budget-reading", lines=lines)
 
 
 FLOAT_NOISE = f"{EVIDENCE}/emulated_cpu"  # `evidence snapshot emulated_cpu` + `evidence replicate emulated_cpu`
