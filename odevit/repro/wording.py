@@ -7,7 +7,6 @@ blank.
 """
 from __future__ import annotations
 
-import math
 import re
 import textwrap
 from pathlib import Path
@@ -25,7 +24,7 @@ TEMPLATES = Path(__file__).resolve().parents[2] / "docs" / "templates"
 
 def na(x: Any) -> bool:
     """Missing: None or NaN (a blank CSV cell)."""
-    return x is None or (isinstance(x, float) and math.isnan(x))
+    return x is None or (pd.api.types.is_scalar(x) and bool(pd.isna(x)))
 
 
 def num(x: float, signed: bool = False, digits: int = 3) -> str:
@@ -52,7 +51,8 @@ def wrap(text: str, width: int = 118, indent: str = "") -> str:
 
 
 class _Joined(jinja2.ext.Extension):
-    """A line ending in a backslash continues on the next, whose indentation is dropped (long prose, short lines)."""
+    """A line ending in a backslash continues on the next, whose indentation is dropped (long prose, short lines;
+    an error names the line of the joined text)."""
 
     def preprocess(self, source: str, name: Any, filename: Any = None) -> str:
         return re.sub(r"\\\n[ \t]*", "", source)
@@ -68,11 +68,6 @@ ENV.tests["na"] = na
 def fill(name: str, **context: Any) -> str:
     """docs/templates/NAME.md.j2 rendered with `context`, without the newlines around it."""
     return ENV.get_template(f"{name}.md.j2").render(**context).strip("\n")
-
-
-def rows(df: pd.DataFrame) -> list:
-    """A table's rows as records (attribute access in a template: r.col)."""
-    return list(df.itertuples())
 
 
 WORDS: Dict[str, Any] = read_yaml(str(TEMPLATES / "words.yaml"))  # names printed for the results files' keys
