@@ -1,6 +1,6 @@
 """The quick run's generated sections (docs/results.md: its claims, tables and dynamics, the CPU and GPU studies,
-the run's time; docs/performance.md: the benchmark) and the run record they read (results/run.json), each filled
-into its template (docs/templates/NAME.md.j2)."""
+the run's time; docs/performance.md: the benchmark), each filled into its template (docs/templates/NAME.md.j2); and
+the record of a `make repro` run that the run-time section reads (results/run.json, `readme --record-run`)."""
 from __future__ import annotations
 
 import glob
