@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Callable, Dict, List
+from typing import Callable, Dict, List
 
 import pandas as pd
 
@@ -13,7 +13,7 @@ from .evidence import BUDGETS, EVIDENCE, STRONG_TEACHER, progress
 from .report import summary_line, to_markdown
 from .results_pages import claims_table, cpu
 from .study import collect
-from .wording import ci, fill, num, read_json, read_yaml
+from .wording import fill, read_json, read_yaml
 
 CONVERGED = f"{EVIDENCE}/converged_fmnist"
 
@@ -69,7 +69,8 @@ def stopping_rules(t: pd.DataFrame, root: str = ".") -> str:
         path = os.path.join(root, EVIDENCE, study, "params.yaml")
         if os.path.isfile(path):
             d = read_yaml(path)["distill"]
-            by_size.setdefault(int(n), {}).setdefault((d["epochs"], d["patience"], d["min_delta_pts"]), []).append(study)
+            rule = (d["epochs"], d["patience"], d["min_delta_pts"])
+            by_size.setdefault(int(n), {}).setdefault(rule, []).append(study)
     deltas = sorted({r[2] for rules in by_size.values() for r in rules})
     entries = [(n, studies if len(rules) > 1 else [], *rule) for n, rules in sorted(by_size.items())
                for rule, studies in rules.items()]
@@ -126,7 +127,8 @@ def float_noise(root: str = ".") -> str:
     meta = read_json(os.path.join(path, "study.json"))
     return fill("float-noise", meta=meta, cpu=cpu(meta["machine"]), runs=runs, cells=cells, decided=decided,
                 t=runs[runs.cell == "teacher"].iloc[0],
-                per_seed={c: "/".join(f"{d:+.2f}" for d in g.sort_values("seed").diff_pt) for c, g in runs.groupby("cell")},
+                per_seed={c: "/".join(f"{d:+.2f}" for d in g.sort_values("seed").diff_pt)
+                          for c, g in runs.groupby("cell")},
                 seeds="/".join(str(x) for x in sorted(runs[runs.cell != "teacher"].seed.unique())),
                 flips=dict(intervals=int(decided.flips_intervals.sum()), rule=int(decided.flips_rule.sum()),
                            intervals_decisive=int((decided.flips_intervals & decisive("primary_intervals")).sum()),

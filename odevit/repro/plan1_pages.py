@@ -8,7 +8,7 @@ from typing import Any, Callable, Dict, Iterable, List, Tuple
 import pandas as pd
 
 from . import plan as plan_mod
-from .wording import WORDS, fill, interval, read_json, read_yaml
+from .wording import WORDS, fill, read_json, read_yaml
 
 
 def plan_verdicts(root: str = ".") -> str:
@@ -198,8 +198,9 @@ def machine_shift_summary(root: str = ".") -> str:
     t = pd.read_csv(os.path.join(root, "results/evidence/machine_shift.csv"))
     groups = []
     for (_, study), g in t[t.kind == "cell"].groupby(["replicate", "study"], sort=False):
-        there, here = _short_machine(g.machine_replicate.iloc[0]), _short_machine(g.machine_here.iloc[0])
-        groups.append((study, *((there, here) if there != here else (g.machine_replicate.iloc[0], g.machine_here.iloc[0])), g))
+        whole = g.machine_replicate.iloc[0], g.machine_here.iloc[0]
+        short = tuple(_short_machine(m) for m in whole)
+        groups.append((study, *(short if short[0] != short[1] else whole), g))
     return fill("machine-shift-summary", groups=groups) if groups else ""
 
 

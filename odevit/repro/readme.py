@@ -28,6 +28,7 @@ from . import exploratory_pages, plan1_pages, results_pages
 from .report import to_markdown
 from .wording import WORDS, fill, read_json, read_yaml
 
+
 def _first_sentence(path: str) -> str:
     """The first sentence of a module's docstring, on one line."""
     with open(path) as f:
@@ -75,9 +76,10 @@ def _half_label(root: str) -> str:
 
 def weights_table(root: str = ".") -> str:
     return to_markdown(pd.DataFrame([{
-        "tag": f"`{r['tag']}`", "what": r["e"]["description"], "Acc@1 (test)": f"{100 * r['e']['metrics']['acc1']:.2f} %",
-        _half_label(root): r["half"], "parameters": f"{r['e']['parameters']:,}",
-        "file": f"{r['e']['bytes'] / 2**20:.2f} MiB", "run": _weights_source(r), "metrics": f"`{r['e']['metrics_file']}`"}
+        "tag": f"`{r['tag']}`", "what": r["e"]["description"],
+        "Acc@1 (test)": f"{100 * r['e']['metrics']['acc1']:.2f} %", _half_label(root): r["half"],
+        "parameters": f"{r['e']['parameters']:,}", "file": f"{r['e']['bytes'] / 2**20:.2f} MiB",
+        "run": _weights_source(r), "metrics": f"`{r['e']['metrics_file']}`"}
         for r in _weights_rows(root)]))
 
 
@@ -116,8 +118,10 @@ def cite(root: str = ".") -> str:
     fields = {"title": ref["title"].replace("&", r"\&"), "year": ref["year"], "doi": ref.get("doi"),
               "author": " and ".join(f"{a['family-names']}, {a['given-names']}" for a in ref["authors"]),
               "journal": f"{ref['journal']} {arxiv}" if arxiv else ref["journal"], "url": ref.get("url")}
-    return fill("cite", cff=cff, key=key, fields={k: fields[k] for k in ("title", "author", "journal", "year", "doi", "url")},
-                repo_authors=", ".join(a.get("name") or f"{a['given-names']} {a['family-names']}" for a in cff["authors"]))
+    return fill("cite", cff=cff, key=key,
+                fields={k: fields[k] for k in ("title", "author", "journal", "year", "doi", "url")},
+                repo_authors=", ".join(a.get("name") or f"{a['given-names']} {a['family-names']}"
+                                       for a in cff["authors"]))
 
 
 def _v2_label(q: str) -> str:

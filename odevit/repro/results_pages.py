@@ -7,7 +7,7 @@ import glob
 import math
 import os
 import sys
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict
 
 import pandas as pd
 
@@ -111,7 +111,8 @@ def bench_summary(root: str = ".") -> str:
                                           if os.path.isfile(os.path.join(root, ACTIVATION_FILE)) else [])
     comp = b.get("compiled")
     return fill("bench-summary", by_dtype=pairs.items(), b=b, acts=acts, comp=comp, vit=VIT, d=b["distill"],
-                ratio=[ode[(c, "bf16")] / ode[(c, "fp32")] for c in configs if (c, "bf16") in ode and (c, "fp32") in ode],
+                ratio=[ode[(c, "bf16")] / ode[(c, "fp32")] for c in configs
+                       if (c, "bf16") in ode and (c, "fp32") in ode],
                 bf16_skipped=bf16_skipped(b["meta"].get("bf16_probe_gflop_s"), False),
                 r={x["variant"]: x["train_img_s"] for x in (comp or {}).get("rows", [])})
 
@@ -130,7 +131,8 @@ def gpu_study(root: str = ".") -> str:
     """The GPU study's seed spread and every cell against the reference, recomputed from its committed CSVs."""
     spread = pd.read_csv(os.path.join(root, EVIDENCE, "seed_spread_gpu.csv"))
     spread = spread[spread.cell == "ref"].groupby(["limit", "epochs"]).acc1.agg(["std", "size"]).reset_index()
-    return fill("gpu-study", spread=spread, vs=_vs_ref(pd.read_csv(os.path.join(root, EVIDENCE, "study_gpu_20000x2.csv"))),
+    cells = pd.read_csv(os.path.join(root, EVIDENCE, "study_gpu_20000x2.csv"))
+    return fill("gpu-study", spread=spread, vs=_vs_ref(cells),
                 ok=spread[spread["std"] * 100 <= 0.5].assign(cost=lambda t: t.limit * t.epochs).sort_values("cost"))
 
 

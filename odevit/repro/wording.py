@@ -2,8 +2,8 @@
 print numbers with; the section code (readme and the *_pages modules) reads the results files into them.
 
 A template line that ends in a backslash goes on on the next line (its indentation dropped); a template is rendered
-with `trim_blocks` and `lstrip_blocks` (a `{% %}` line leaves no blank line) and stripped of the newlines around it; undefined names fail (StrictUndefined), so a renamed column cannot print
-blank.
+with `trim_blocks` and `lstrip_blocks` (a `{% %}` line leaves no blank line) and stripped of the newlines around it;
+undefined names fail (StrictUndefined), so a renamed column cannot print blank.
 """
 from __future__ import annotations
 
