@@ -106,7 +106,7 @@ def test_readme_bench_summary_quotes_the_measured_ratios(tmp_path):
     """The README's performance bullets are computed from bench.json: hand-made figures give hand-computed ratios."""
     import json
 
-    from odevit.repro import readme
+    from odevit.repro import results_pages
 
     def row(model, train, infer, mem):
         return {"config": "d", "dtype": "fp32", "model": model, "train_img_s": train, "infer_img_s": infer,
@@ -120,10 +120,10 @@ def test_readme_bench_summary_quotes_the_measured_ratios(tmp_path):
          "activation_memory": [], "compiled": comp, "distill": {"distill_over_scratch": 1.3, "distill_cached_over_scratch": 1.0}}
     (tmp_path / "results/bench").mkdir(parents=True)
     (tmp_path / "results/bench/bench.json").write_text(json.dumps(b))
-    text = readme.bench_summary(str(tmp_path))
+    text = results_pages.bench_summary(str(tmp_path))
     assert "d: **1.30×**" in text and "Training memory, timm / ODE: 1.5×" in text
     assert ("ODE-ViT compiled / eager **1.10×**, timm ViT 1.25×; compiled ODE-ViT ÷ eager timm ViT 1.38×, ÷ compiled "
             "timm ViT 1.10× (after 42 s of compilation)") in text
     b["compiled"] = {"error": "RuntimeError: no C++ compiler"}
     (tmp_path / "results/bench/bench.json").write_text(json.dumps(b))
-    assert "`torch.compile` could not run on this machine: RuntimeError: no C++ compiler." in readme.bench_summary(str(tmp_path))
+    assert "`torch.compile` could not run on this machine: RuntimeError: no C++ compiler." in results_pages.bench_summary(str(tmp_path))

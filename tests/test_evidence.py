@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from odevit.repro import evidence, readme, report, stats
+from odevit.repro import evidence, exploratory_pages, report, results_pages, stats
 from test_study import _results
 
 
@@ -73,13 +73,13 @@ def test_snapshot_keeps_finished_runs_and_says_what_is_missing(tmp_path):
     assert p.loc["ce", "runs"] == "0 of 3" and p.loc["free", "min per run"] == "10"
     with pytest.raises(ValueError, match="6 of the study's runs have not finished"):
         evidence.snapshot("conv", str(clone), "x", stages=True, out=str(out))
-    assert readme.converged_study(str(tmp_path / "repo")).startswith("Not run yet")  # it reads converged_fmnist only
+    assert exploratory_pages.converged_study(str(tmp_path / "repo")).startswith("Not run yet")  # it reads converged_fmnist only
 
 
 def test_readme_shows_progress_then_the_claims_table(tmp_path):
     repo, clone = tmp_path / "repo", tmp_path / "clone"
     out = repo / "docs/evidence"
-    assert readme.converged_study(str(repo)).startswith("Not run yet")
+    assert exploratory_pages.converged_study(str(repo)).startswith("Not run yet")
     _results(clone / "results")  # 3 seeds of every cell, the teacher's and 06's metrics
     cells = sorted(p.name for p in (clone / "results/cells").iterdir())
     _params(clone, cells)
@@ -88,16 +88,16 @@ def test_readme_shows_progress_then_the_claims_table(tmp_path):
             pd.DataFrame({"epoch": [1, 2], "val_acc1": [0.5, 0.6]}).to_csv(clone / f"results/cells/{c}/s{s}/history.csv")
     _lock(clone)
     evidence.snapshot("converged_fmnist", str(clone), "dvc exp run $(preset)", out=str(out))
-    text = readme.converged_study(str(repo))
+    text = exploratory_pages.converged_study(str(repo))
     assert "In progress" in text and f"{3 * len(cells)} of {3 * len(cells)} runs finished" in text
     with pytest.raises(FileNotFoundError):
-        readme.claims_table(str(out / "converged_fmnist"))  # no claims.csv before the stages ran
+        results_pages.claims_table(str(out / "converged_fmnist"))  # no claims.csv before the stages ran
     claims = report.claims(str(clone / "results"))
     (clone / "results/07_report").mkdir()
     claims.to_csv(clone / "results/07_report/claims.csv", index=False)
     meta = evidence.snapshot("converged_fmnist", str(clone), "dvc exp run $(preset)", stages=True, t0=0.0, out=str(out))
     assert meta["complete"] and meta["wall_s"] > 0
-    text = readme.converged_study(str(repo))
+    text = exploratory_pages.converged_study(str(repo))
     assert "In progress" not in text and "| `ts_minus_free` |" in text and report.summary_line(claims) in text
     assert text.index(report.summary_line(claims)) < text.index("Its runs:") < text.index("| cell ")  # then its runs
     assert text.startswith(f"**{report.summary_line(claims)}**") and "Retention is measured against the default run's teacher (" in text
@@ -106,7 +106,7 @@ def test_readme_shows_progress_then_the_claims_table(tmp_path):
     c = pd.read_csv(path)
     c.loc[c.claim == "jasmin_on_minus_off", "verdict"] = stats.NOT_MEASURED
     c.to_csv(path, index=False)
-    text = readme.converged_study(str(repo))
+    text = exploratory_pages.converged_study(str(repo))
     assert "| `jasmin_on_minus_off` |" not in text and "| `ts_minus_free` |" in text
     assert f"{(c.verdict == stats.NOT_MEASURED).sum()} claims need cells this study did not train" in text
 
@@ -152,10 +152,10 @@ def test_budget_curve_verdicts_follow_the_data(tmp_path):
     assert t.loc[("ce", 1000), "holm_p"] >= t.loc[("ce", 1000), "p_vs_null"]
     png = evidence.budget_figure(both, str(tmp_path / "curve.png"))
     assert Path(png).stat().st_size > 0
-    assert readme.budget_curve(str(tmp_path)).startswith("Not run yet")
+    assert exploratory_pages.budget_curve(str(tmp_path)).startswith("Not run yet")
     (tmp_path / "docs/evidence").mkdir(parents=True)
     both.to_csv(tmp_path / "docs/evidence/budget_curve.csv", index=False)
-    text = readme.budget_curve(str(tmp_path))
+    text = exploratory_pages.budget_curve(str(tmp_path))
     assert "| 1,000 | default | – | ref − free | 3 |" in text and "**contradicts**" in text and "budget_curve.png" in text
     rows = {line.split(" | ")[0] + line.split(" | ")[3]: line.split(" | ")[-2] for line in text.splitlines()
             if line.startswith("| 1,000 | default") or line.startswith("| 55,000 |")}  # the "all runs in" column
@@ -236,15 +236,15 @@ def test_readme_float_noise_section_counts_the_flips(tmp_path):
     ref = (0.80, 0.801, 0.799)
     a = _results(tmp_path / "a", ref=ref, free=tuple(r - d for r, d in zip(ref, (0.010, 0.015, 0.008))))
     b = _results(tmp_path / "b", ref=ref, free=tuple(r - d for r, d in zip(ref, (0.010, 0.025, -0.002))))
-    dest = tmp_path / "repo" / readme.FLOAT_NOISE
-    assert "Not measured yet" in readme.float_noise(str(tmp_path / "repo"))
+    dest = tmp_path / "repo" / exploratory_pages.FLOAT_NOISE
+    assert "Not measured yet" in exploratory_pages.float_noise(str(tmp_path / "repo"))
     dest.mkdir(parents=True)
     for key, t in evidence.replicate_compare(str(a), str(b)).items():
         t.to_csv(dest / f"replicate_{key}.csv", index=False)
     (dest / "study.json").write_text(json.dumps({"command": "dvc repro", "commit": "abc", "date": "2026-11-23",
                                                  "machine": {"cpu_model": "AMD EPYC", "cpu_capability": "DEFAULT",
                                                              "threads": 1, "cuda_device": None}}))
-    text = readme.float_noise(str(tmp_path / "repo"))
+    text = exploratory_pages.float_noise(str(tmp_path / "repo"))
     flips = pd.read_csv(dest / "replicate_claims.csv")
     decided = flips[~flips.primary_intervals.isin([report.stats.FACT, report.stats.NOT_A_CLAIM])]
     assert f"by the intervals alone {int(decided.flips_intervals.sum())} of {len(decided)} (" in text
@@ -280,7 +280,7 @@ def test_budget_curve_borrows_free_runs_only_with_the_same_free_params(tmp_path)
     (tmp_path / "docs/evidence").mkdir(parents=True)
     evidence.budget_curve(["small", "strong"], students=("ref",), out=str(tmp_path)).to_csv(
         tmp_path / "docs/evidence/budget_curve.csv", index=False)
-    text = readme.budget_curve(str(tmp_path))
+    text = exploratory_pages.budget_curve(str(tmp_path))
     assert "[0, 0, 0, 0, 0, 12] (15) **degenerate**" in text and "| 70.00† |" in text
     assert "† free runs of `docs/evidence/small/`" in text
     assert "- augmented teacher (τ 15, c degenerate), ref − free: 1k +10.17 pt" in text
@@ -313,7 +313,7 @@ def test_teacher_strength_pairs_students_of_the_same_rule_and_flips_with_the_dat
     assert t.loc["ref", "diff_mean"] == pytest.approx(-(5 + 5.3 + 4.5) / 3) and t.loc["ref", "verdict"] == "contradicts"
     (tmp_path / "docs/evidence").mkdir(parents=True)
     t.reset_index().to_csv(tmp_path / "docs/evidence/teacher_strength.csv", index=False)
-    text = readme.teacher_strength(str(tmp_path))
+    text = exploratory_pages.teacher_strength(str(tmp_path))
     assert "| 1,000 | augmented, τ 15 (91.00) | – | ref | 3 | 70.23 | 75.17 (c = –) | -4.93 [" in text
     assert "**contradicts**" in text and "`docs/evidence/small/`" in text
     path = tmp_path / "strong/params.yaml"  # another student rule (epoch cap): the default study is no baseline
@@ -373,7 +373,7 @@ def test_budget_curve_states_each_points_stopping_rule_from_its_params(tmp_path)
         (tmp_path / evidence.EVIDENCE / name / "params.yaml").write_text(
             yaml.safe_dump({"distill": {"epochs": cap, "patience": patience, "min_delta_pts": 0.2}}))
     t = pd.DataFrame({"study": ["a_1k", "a_10k", "b_10k", "a_1k"], "train_images": [1000, 10000, 10000, 1000]})
-    assert readme.stopping_rules(t, str(tmp_path)) == (
+    assert exploratory_pages.stopping_rules(t, str(tmp_path)) == (
         "Each point's stopping rule (its snapshot's `params.yaml`; patience: epochs without a validation Acc@1 gain of "
         "0.2 pt): 1,000: at most 150 epochs, patience 15; 10,000 (a_10k): at most 30 epochs, patience 4; "
         "10,000 (b_10k): at most 40 epochs, patience 4.")

@@ -6,7 +6,7 @@ import time
 import pytest
 import torch
 
-from odevit.repro import machine, readme
+from odevit.repro import machine, results_pages
 
 CPUINFO = """processor\t: 0
 vendor_id\t: GenuineIntel
@@ -65,7 +65,7 @@ def test_record_run_writes_machine_info(tmp_path, monkeypatch):
     t0 = time.time() - 5
     (tmp_path / "dvc.lock").write_text("schema: '2.0'\n")
     os.utime(tmp_path / "dvc.lock", (t0 + 1, t0 + 1))
-    assert readme.record_run(t0)
+    assert results_pages.record_run(t0)
     run = json.loads((tmp_path / "results/run.json").read_text())
     assert run["machine_info"]["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     assert run["wall_s"] >= 5

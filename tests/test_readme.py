@@ -3,7 +3,7 @@ files give."""
 import shutil
 from pathlib import Path
 
-from odevit.repro import readme, report, stats
+from odevit.repro import plan1_pages, readme, report, results_pages, stats
 from test_study import _results
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,7 +71,7 @@ def test_claims_section_shows_verdicts_and_follows_them(tmp_path):
         (root / "results/07_report").mkdir()
         c.to_csv(root / "results/07_report/claims.csv", index=False)
         (root / "params.yaml").write_text("study: {reference: ref}\n")
-        text = readme.claims_table(str(root))
+        text = results_pages.claims_table(str(root))
         row = next(line for line in text.splitlines() if line.startswith("| `retention`"))
         want = stats.SUPPORTS if name == 'a' else stats.CONTRADICTS
         assert row.endswith(f"**{want}** (replicates {c.set_index('claim').replication['retention']:.2f}) |")
@@ -94,39 +94,39 @@ def test_machine_shift_line_and_table_follow_the_csv(tmp_path):
                machine_here=gpu, machine_replicate=cpu, source_here="a", source_replicate="b")
     path = tmp_path / "results/evidence/machine_shift.csv"
     pd.DataFrame([row]).to_csv(path, index=False)
-    line = readme.machine_shift_summary(str(tmp_path))
+    line = plan1_pages.machine_shift_summary(str(tmp_path))
     assert "s on AMD EPYC (no GPU), torch 2.14 against NVIDIA H100, torch 2.11: all 3 runs the same test Acc@1." in line
     moved = dict(row, shift_mean=0.05, shift_sd=0.08, ci_low=-0.15, ci_high=0.25, shift_sd_upper=0.5,
                  shift_max_abs=0.1, identical=0)
     one = dict(row, name="free", n=1, seeds="1", shift_mean=0.3, shift_sd=float("nan"), ci_low=float("nan"),
                ci_high=float("nan"), shift_sd_upper=float("nan"), shift_max_abs=0.3, identical=0, sd_here=0.4)
     pd.DataFrame([moved, one]).to_csv(path, index=False)
-    line = readme.machine_shift_summary(str(tmp_path))
+    line = plan1_pages.machine_shift_summary(str(tmp_path))
     assert ("moved at most 0.10 pt in cell ref (its seed SD 0.20), 0.30 pt in cell free (its seed SD 0.40) "
             "(3 seeds).") in line
-    table = readme.machine_shift(str(tmp_path))
+    table = plan1_pages.machine_shift(str(tmp_path))
     assert "| ref | 1 2 3 | +0.05 [-0.15, +0.25] pt | 0.08 (0.50) pt | 0.10 pt | 0 of 3 | 0.20 pt | 0.40 (2.50) |" in table
     assert "| free | 1 | +0.30 pt | – (–) pt | 0.30 pt | 0 of 1 | 0.40 pt | – |" in table
     assert f"s, committed on {gpu}, source a → replicate on {cpu}, source b (`r`):" in table
-    assert readme._short_machine("A / H100; B / H200 (torch 2.1)") == "H100; H200, torch 2.1"
+    assert plan1_pages._short_machine("A / H100; B / H200 (torch 2.1)") == "H100; H200, torch 2.1"
     two = pd.DataFrame([row, dict(row, replicate="r2", study="t")])
     two.to_csv(path, index=False)
-    lines = readme.machine_shift_summary(str(tmp_path)).splitlines()  # a replicate a line: the first screen stays short
+    lines = plan1_pages.machine_shift_summary(str(tmp_path)).splitlines()  # a replicate a line: the first screen stays short
     assert [ln[:7] for ln in lines[1:]] == ["- s on ", "- t on "] and len(lines) == 3
     twin = dict(row, machine_here="Xeon / NVIDIA H100 (torch 2.11)", machine_replicate="EPYC / NVIDIA H100 (torch 2.11)")
     pd.DataFrame([twin]).to_csv(path, index=False)
     assert "s on EPYC / NVIDIA H100 (torch 2.11) against Xeon / NVIDIA H100 (torch 2.11):" in \
-        readme.machine_shift_summary(str(tmp_path))
+        plan1_pages.machine_shift_summary(str(tmp_path))
 
 
 def test_findings_name_epochs_only_where_two_schedules_share_the_images():
     b = lambda n, e: {"budget": {"train_limit": n, "epochs": e}}  # noqa: E731
     plan = {"studies": {"s20": b(0, 20), "s40": b(0, 40), "k1": b(1000, 150), "k3": b(3000, 60), "k3b": b(3000, 60)}}
-    assert readme._schedules_differ(plan, ["s20", "s40"])
-    assert not readme._schedules_differ(plan, ["k1", "k3"])  # other images: the images tell them apart
-    assert not readme._schedules_differ(plan, ["k3", "k3b"])  # the same schedule twice: nothing to tell apart
-    assert readme._images(plan, "s40", 55_000, True) == "55,000 images × 40 epochs"
-    assert readme._images(plan, "k3", 55_000) == "3,000 images"
+    assert plan1_pages._schedules_differ(plan, ["s20", "s40"])
+    assert not plan1_pages._schedules_differ(plan, ["k1", "k3"])  # other images: the images tell them apart
+    assert not plan1_pages._schedules_differ(plan, ["k3", "k3b"])  # the same schedule twice: nothing to tell apart
+    assert plan1_pages._images(plan, "s40", 55_000, True) == "55,000 images × 40 epochs"
+    assert plan1_pages._images(plan, "k3", 55_000) == "3,000 images"
 
 
 def test_plan_time_extrapolates_each_machines_pooled_rate(tmp_path, monkeypatch):
@@ -147,7 +147,7 @@ def test_plan_time_extrapolates_each_machines_pooled_rate(tmp_path, monkeypatch)
                       dict(study="all", machine="U", unrecorded=2, img_per_s=img / 1800, train_images=1),
                       dict(study="x", machine="G", unrecorded=0, img_per_s=1, train_images=1_000_000),
                       dict(study="y", machine="C", unrecorded=0, img_per_s=1, train_images=500_000)])
-    line = readme._plan_time(str(tmp_path), t)
+    line = plan1_pages._plan_time(str(tmp_path), t)
     assert line.startswith("The whole plan is 7 runs and 3.01 M training images (its teachers aside), 1.50 M of them")
     assert "G ≈ 10 min; C ≈ 5 h; U ≥ 30 min" in line
 
@@ -162,20 +162,20 @@ def test_runs_not_made_yet_name_their_device_and_a_teacher_not_kept(tmp_path):
         "b": {"cells": {"ref": {}, "ref_strong": {"teacher": "study"}}, "seeds": [7]}}}
     runs = pd.DataFrame([dict(study="a", cell="ref", seed=s, machine="Xeon / NVIDIA H200") for s in (1, 2)]
                         + [dict(study="b", cell="ref", seed=7, machine="AMD EPYC / no GPU")])
-    assert "also need" not in readme.missing_runs(plan, runs, str(tmp_path))  # its teacher not trained yet
+    assert "also need" not in plan1_pages.missing_runs(plan, runs, str(tmp_path))  # its teacher not trained yet
     (tmp_path / "results/studies/b/teacher").mkdir(parents=True)
     (tmp_path / "results/studies/b/teacher/metrics.json").write_text("{}")  # trained: recorded in results
-    line = readme.missing_runs(plan, runs, str(tmp_path))
+    line = plan1_pages.missing_runs(plan, runs, str(tmp_path))
     assert line.startswith("Runs not made yet (3 of 6;")
     assert "a, cell ce: 2 runs, only on NVIDIA H200, the device of its other runs" in line
     assert "b, cell ref_strong: 1 run, only on AMD EPYC" in line and "ref_strong also need the study's own" in line
     kept = tmp_path / "weights/study_teachers/b/best.pt"
     kept.parent.mkdir(parents=True)
     kept.write_bytes(b"t")
-    assert "also need" not in readme.missing_runs(plan, runs, str(tmp_path))  # kept in git: any clone has it
+    assert "also need" not in plan1_pages.missing_runs(plan, runs, str(tmp_path))  # kept in git: any clone has it
     full = pd.concat([runs, pd.DataFrame([dict(study="a", cell="ce", seed=s, machine="x / NVIDIA H200") for s in (1, 2)]
                                          + [dict(study="b", cell="ref_strong", seed=7, machine="AMD EPYC / no GPU")])])
-    assert readme.missing_runs(plan, full, str(tmp_path)) == ""
+    assert plan1_pages.missing_runs(plan, full, str(tmp_path)) == ""
 
 
 def test_a_studys_line_counts_its_converged_runs_where_some_did_not():
@@ -189,8 +189,21 @@ def test_a_studys_line_counts_its_converged_runs_where_some_did_not():
     runs = pd.DataFrame([dict(study="a", cell="free", seed=s, converged=s == 0, gain_last_pts=0.5, threshold_pts=0.4)
                          for s in (0, 1, 2)] + [dict(study="b", cell="free", seed=0, converged=True, gain_last_pts=0.0,
                                                      threshold_pts=0.4)])
-    out = readme.findings(c, plan, runs)
+    out = plan1_pages.findings(c, plan, runs)
     assert "- **a** — all images (the converged budget) [1 of 3 runs converged by the plan's rule]:" in out
     assert "- **b** — few images:" in out
     runs.loc[runs.study == "a", "converged"] = True
-    assert "runs converged by the plan's rule" not in readme.findings(c, plan, runs)
+    assert "runs converged by the plan's rule" not in plan1_pages.findings(c, plan, runs)
+
+
+def test_the_readme_writer_is_small_and_its_wording_is_data():
+    """Issue 55: the code that writes README.md stays within 300 lines; the words are templates
+    (docs/templates/NAME.md.j2), each one filled by some section's code or included by another template."""
+    import re
+
+    assert len((ROOT / "odevit/repro/readme.py").read_text().splitlines()) <= 300
+    code = "".join(p.read_text() for p in (ROOT / "odevit/repro").glob("*.py"))
+    templates = sorted((ROOT / "docs/templates").glob("*.md.j2"))
+    used = set(re.findall(r'fill\("([\w-]+)"', code)) | {
+        m[:-len(".md.j2")] for t in templates for m in re.findall(r'include "([\w.-]+)"', t.read_text())}
+    assert {t.name[:-len(".md.j2")] for t in templates} == used

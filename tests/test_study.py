@@ -147,9 +147,9 @@ def test_per_class_correlation_needs_its_test_over_the_classes(tmp_path):
     r = row.loc["lyapunov_class_vs_accuracy"]
     assert r.verdict == stats.INCONCLUSIVE and r.unit_p == pytest.approx(0.14) and "0.01/0.14/0.03" in r.note
     assert math.isnan(row.loc["lyapunov_vs_correctness", "unit_p"])  # per image: n in the hundreds, no gate
-    from odevit.repro import readme
+    from odevit.repro import results_pages
 
-    assert readme._tests(r) == f" (largest p over the classes and seeds 0.14 · replicates {r.replication:.2f})"
+    assert results_pages._tests(r) == f" (largest p over the classes and seeds 0.14 · replicates {r.replication:.2f})"
 
 
 def test_claims_verdicts_flip_when_the_fabricated_accuracies_do(tmp_path):
@@ -371,7 +371,7 @@ def test_cell_scores_the_test_set_once_and_times_its_phases(tmp_path, monkeypatc
 def test_stage_times_sums_phases_and_notebook_durations(tmp_path):
     import json
 
-    from odevit.repro import readme
+    from odevit.repro import results_pages
 
     for path, t in (("results/cells/ref/s0", {"train": 10.0, "data": 1.0, "total": 15.0, "train_time_s": 10.0}),
                     ("results/cells/free/s1", {"train": 20.0, "data": 2.0, "total": 25.0}),
@@ -382,7 +382,7 @@ def test_stage_times_sums_phases_and_notebook_durations(tmp_path):
 
     for name, d in (("02_teacher", 130.0), ("03_ode_scratch", 7.5)):  # what each notebook stage records
         notebook.record_time(name, d, str(tmp_path / notebook.TIMES))
-    s = readme.stage_times(str(tmp_path))
+    s = results_pages.stage_times(str(tmp_path))
     assert s["phases_s"] == {"train": 130.0, "data": 3.0, "startup": 3.0}
     assert s["cells_s"] == 40.0 and s["cells"] == 2 and s["notebooks_s"] == {"02_teacher": 130.0, "03_ode_scratch": 7.5}
     assert s["stages_s"] == 177.5
@@ -394,7 +394,7 @@ def test_run_time_shows_each_phase_before_and_now(tmp_path):
     import json
     import subprocess
 
-    from odevit.repro import readme
+    from odevit.repro import results_pages
 
     def run_record(wall: float, train: float, cells: dict) -> None:
         for (cell, seed), (total, tr, startup) in cells.items():
@@ -408,13 +408,13 @@ def test_run_time_shows_each_phase_before_and_now(tmp_path):
 
     run_record(100.0, 50.0, {("ref", 0): (30.0, 20.0, 4.0), ("ref", 1): (34.0, 20.0, 5.0), ("free", 0): (40.0, 20.0, 6.0)})
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
-    assert readme.cell_medians(str(tmp_path))["outside_train"] == 14.0
-    rec = readme.save_run_baseline(str(tmp_path))
+    assert results_pages.cell_medians(str(tmp_path))["outside_train"] == 14.0
+    rec = results_pages.save_run_baseline(str(tmp_path))
     assert rec["cell_medians_s"]["startup"] == 5.0 and rec["wall_s"] == 100.0
-    one = readme.run_time(str(tmp_path))
+    one = results_pages.run_time(str(tmp_path))
     assert "before" not in one and "| DVC and the rest (process starts, hashing, publish) | 36 | 36 % |" in one
     run_record(80.0, 50.0, {("ref", 0): (25.0, 20.0, 2.0), ("ref", 1): (27.0, 20.0, 3.0), ("free", 0): (30.0, 20.0, 3.0)})
-    two = readme.run_time(str(tmp_path))
+    two = results_pages.run_time(str(tmp_path))
     assert "| training loops (teacher + every cell) | 50 | 50 % | 50 | 62 % |" in two
     assert "| DVC and the rest (process starts, hashing, publish) | 36 | 36 % | 16 | 20 % |" in two
     assert "| **wall-clock of `dvc repro`** | 100 | 100 % | 80 | 100 % |" in two
@@ -425,7 +425,7 @@ def test_run_time_shows_each_phase_before_and_now(tmp_path):
     assert "Not a breakdown" not in one + two
     # stage timings that add up to more than the wall-clock (stages committed from an earlier run): flagged
     run_record(40.0, 50.0, {("ref", 0): (25.0, 20.0, 2.0), ("ref", 1): (27.0, 20.0, 3.0), ("free", 0): (30.0, 20.0, 3.0)})
-    three = readme.run_time(str(tmp_path))
+    three = results_pages.run_time(str(tmp_path))
     assert "| DVC and the rest (process starts, hashing, publish) | 36 | 36 % | -24 | -60 % |" in three
     assert ("**Not a breakdown of this wall-clock:** the stages' own timings add up to 64 s, more than the 40 s of "
             "this `dvc repro`") in three
