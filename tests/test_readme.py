@@ -16,7 +16,7 @@ def test_readme_result_sections_match_the_results_files():
 def test_every_section_is_on_exactly_one_page():
     where = readme.placement(str(ROOT))
     assert set(where) == set(readme.SECTIONS)
-    assert where["v2-verdicts"] == where["weights-summary"] == "README.md"  # plan v2 leads the README
+    assert where["v2-claims"] == "README.md" and where["v2-verdicts"] == "docs/v2.md"  # plan v2 leads the README
     assert where["key-findings"] == where["plan-verdicts"] == where["machine-shift"] == "docs/plan1.md"
     assert where["claims-summary"] == "docs/results.md"  # the quick run
     assert where["converged-study"] == where["budget-curve"] == where["float-noise"] == "docs/exploratory.md"
@@ -24,18 +24,25 @@ def test_every_section_is_on_exactly_one_page():
 
 def test_the_first_screen_is_the_answer():
     """The README (a page people read: <= 150 lines, <= 2,000 words, no line over 300 characters) opens with what
-    this is, then plan v2's rows in words and as a table, plan 1 in one paragraph with its page, the published
-    weights, the two commands and where to read on; plan 1 in full, the quick run and the exploratory studies are
-    pages it links, their links rewritten for the page they are on."""
+    this is in one paragraph, then plan v2's findings in words and its claims table (claim, the paper's number, ours,
+    verdict, the notebook that shows it), then install, loading a model, the layer in timm code and distilling from
+    one's own teacher, all within the first 60 lines; then the two commands, plan 1 and the quick run in a paragraph
+    each, and where to read on; plan 1 in full, every v2 row, the quick run and the exploratory studies are pages it
+    links, their links rewritten for the page they are on."""
     text = (ROOT / "README.md").read_text()
     lines = text.splitlines()
     assert len(lines) <= 150 and len(text.split()) <= 2000 and max(map(len, lines)) <= 300
-    order = ["## What we found", "<!-- v2-verdicts -->", "### Plan 1", "](docs/plan1.md)", "## Trained weights",
-             "<!-- weights-summary -->", "## Two commands", "## Earlier studies and the quick run", "## Read on"]
+    order = ["## What we found", "<!-- v2-claims -->", "| claim (the paper's) | paper | ours", "## Install",
+             "```python", "## Distil from your own teacher", "loss.backward()", "## Two commands", "## Plan 1",
+             "](docs/plan1.md)", "## Read on"]
     at = [text.index(o) for o in order]
     assert at == sorted(at) and at[0] < 2000
+    assert text[:text.index("loss.backward()")].count("\n") < 60  # the snippets within the first 60 lines
+    table = text[text.index("| claim (the paper's)"):text.index("<!-- /v2-claims -->")]
+    for nb in ("09_v2_budget", "10_v2_steps", "11_v2_design"):
+        assert f"](outputs/{nb}.ipynb)" in table and (ROOT / f"outputs/{nb}.ipynb").is_file()
     for page in ("usage", "results", "exploratory", "pipeline", "paper", "published_code", "performance",
-                 "reproducibility", "plan", "plan1"):
+                 "reproducibility", "plan", "plan1", "v2"):
         assert f"(docs/{page}.md)" in text and (ROOT / f"docs/{page}.md").is_file()
     res = (ROOT / "docs/results.md").read_text()
     end = res.index("<!-- /claims-summary -->")
@@ -55,12 +62,12 @@ def test_section_links_are_rewritten_for_the_page():
 
 def test_a_changed_number_is_caught(tmp_path):
     text = (ROOT / "README.md").read_text()
-    found = text.split("<!-- v2-verdicts -->")[1].split("<!-- /v2-verdicts -->")[0]
-    line = next(l for l in found.splitlines() if l.startswith("| headline") and " [" in l)
+    found = text.split("<!-- v2-claims -->")[1].split("<!-- /v2-claims -->")[0]
+    line = next(l for l in found.splitlines() if l.startswith("| Distillation with CE") and " [" in l)
     edited = line.replace(" [", "1 [", 1)  # a hand edit of one number
     assert edited != line
     (tmp_path / "README.md").write_text(text.replace(line, edited))
-    assert readme.stale(str(tmp_path / "README.md"), str(ROOT)) == ["v2-verdicts"]
+    assert readme.stale(str(tmp_path / "README.md"), str(ROOT)) == ["v2-claims"]
 
 
 def test_claims_section_shows_verdicts_and_follows_them(tmp_path):

@@ -8,7 +8,8 @@
 
 `make repro` runs it after `dvc repro`; tests/test_readme.py fails when a section is stale. Each section is a
 function that reads its results files into its template, docs/templates/NAME.md.j2 (the wording, `wording.fill`);
-the README's own and the small pages' sections are here, the others in a module per page: results_pages
+the README's own and the small pages' sections are here, the others in a module per page: v2_pages (the
+README's claims table, docs/v2.md), results_pages
 (docs/results.md, docs/performance.md), exploratory_pages (docs/exploratory.md), plan1_pages (docs/plan1.md).
 """
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any, Callable, Dict, List
 
 import pandas as pd
 
-from . import exploratory_pages, plan1_pages, results_pages
+from . import exploratory_pages, plan1_pages, results_pages, v2_pages
 from .report import to_markdown
 from .wording import WORDS, fill, read_json, read_yaml
 
@@ -83,19 +84,6 @@ def weights_table(root: str = ".") -> str:
         for r in _weights_rows(root)]))
 
 
-def weights_summary(root: str = ".") -> str:
-    """The README's short table of the published tags: name, what, the Acc@1 `evaluate` reproduces, where from; and
-    the tags whose own run (trained and scored on a GPU) scored them otherwise than the publish stage here."""
-    rows = _weights_rows(root)
-    table = to_markdown(pd.DataFrame([{"tag": f"`{r['tag']}`", "Acc@1": f"{100 * r['e']['metrics']['acc1']:.2f} %",
-                                       _half_label(root): r["half"], "from": _weights_source(r)} for r in rows]))
-    own = {r["tag"]: (r["e"]["metrics_file"], read_json(os.path.join(root, r["e"]["metrics_file"]))["acc1"])
-           for r in rows if os.path.isfile(os.path.join(root, r["e"].get("metrics_file") or "-"))}
-    differ = [f"`{r['tag']}` {100 * own[r['tag']][1]:.2f} % in its run's `{own[r['tag']][0]}`" for r in rows
-              if r["tag"] in own and abs(own[r["tag"]][1] - r["e"]["metrics"]["acc1"]) > 1e-9]
-    return fill("weights-summary", table=table, differ=differ)
-
-
 ASSUMED_GPU_TFLOP_S = 300.0  # an assumption (sustained bf16 on one H100), not a measurement
 
 
@@ -124,58 +112,11 @@ def cite(root: str = ".") -> str:
                                        for a in cff["authors"]))
 
 
-def _v2_label(q: str) -> str:
-    """Plan v2's question id in words (docs/templates/words.yaml v2_labels, the longest matching prefix)."""
-    labels = WORDS["v2_labels"]
-    for key in sorted(labels, key=len, reverse=True):
-        if q == key or q.startswith(key + "_"):
-            who = WORDS["v2_who"].get(q[len(key) + 1:].split("_")[-1], "")
-            return labels[key] + (f", {who}" if who and key in WORDS["v2_step_questions"] else "")
-    return q
-
-
-def _v2_against(v2: str, p1: Any) -> str:
-    """What plan v2's verdict did to plan 1's (computed from the two, never typed)."""
-    if pd.isna(p1):
-        return "new"
-    if v2 not in ("supports", "contradicts", "inconclusive"):
-        return "open"
-    if p1 not in ("supports", "contradicts", "inconclusive"):
-        return "new verdict"
-    return "replicated" if v2 == p1 else ("overturned" if {v2, p1} == {"supports", "contradicts"} else "changed")
-
-
-def v2_verdicts(root: str = ".") -> str:
-    """Plan v2's rows (results/v2/claims.csv, `python -m odevit.repro.verdicts2`): what they say in sentences, then
-    the table (primary family first) with its legend, one figure per family."""
-    path = os.path.join(root, "results/v2/claims.csv")
-    if not os.path.exists(path):
-        return fill("v2-verdicts", c=None)
-    c = pd.read_csv(path, keep_default_na=True)
-    c["still_learning"] = c.still_learning.fillna("")
-    c = pd.concat([c[c.primary], c[~c.primary]])
-    if "teacher_minus_free" not in c:
-        c["teacher_minus_free"] = math.nan
-    t = read_json(os.path.join(root, "results/v2/teacher/selected.json"))
-    learning = c[c.verdict.str.startswith("not converged")]
-    waiting = c[c.verdict.str.startswith("not measured")]
-    return fill("v2-verdicts", c=list(c.itertuples()), t=t, all_converged=all(t["converged"]), label=_v2_label,
-                against=_v2_against, images=lambda r: int(r.budget.split(" ")[0]),
-                decided=[(v, list(c[c.verdict == v].itertuples())) for v in ("supports", "contradicts")],
-                learning=list(learning.itertuples()), rest=list(c[c.verdict == "inconclusive"].itertuples()),
-                learning_cells=sorted({x.split(" ")[0] for s in learning.still_learning for x in s.split(", ")}),
-                waiting=list(waiting.itertuples()), families=list(dict.fromkeys(c.family)),
-                waiting_studies=", ".join(sorted({f"{q.study} ({q.seeds} seeds)" for q in waiting.itertuples()})),
-                alphas=", ".join(f"{f.replace('v2_', '')} {a:.4g}"
-                                 for f, a in c.groupby("family", sort=False).alpha_each.first().items()))
-
-
 SECTIONS: Dict[str, Callable[[str], str]] = {
-    "v2-verdicts": v2_verdicts, "weights-summary": weights_summary, "weights-table": weights_table, "cite": cite,
-    "module-map": module_map, "gpu-estimate": gpu_estimate, **results_pages.SECTIONS, **exploratory_pages.SECTIONS,
-    **plan1_pages.SECTIONS}
+    "weights-table": weights_table, "cite": cite, "module-map": module_map, "gpu-estimate": gpu_estimate,
+    **v2_pages.SECTIONS, **results_pages.SECTIONS, **exploratory_pages.SECTIONS, **plan1_pages.SECTIONS}
 
-PAGES = ("README.md", "docs/usage.md", "docs/results.md", "docs/pipeline.md", "docs/performance.md",
+PAGES = ("README.md", "docs/v2.md", "docs/usage.md", "docs/results.md", "docs/pipeline.md", "docs/performance.md",
          "docs/exploratory.md", "docs/plan1.md")  # generated parts
 
 

@@ -1,0 +1,121 @@
+"""Plan v2's sections: the README's claims table (one line per claim of the paper, its rows' means and verdicts, the
+notebook that shows them) and docs/v2.md's table of every row; both read results/v2/claims.csv (`python -m
+odevit.repro.verdicts2`) and results/v2/teacher/selected.json, the wording from docs/templates (v2-claims, v2-verdicts)
+and words.yaml (v2_claims, v2_labels, v2_short)."""
+from __future__ import annotations
+
+import math
+import os
+from typing import Any, Callable, Dict
+
+import pandas as pd
+
+from .wording import WORDS, fill, read_json
+
+CLAIMS = "results/v2/claims.csv"
+
+
+def _v2_label(q: str) -> str:
+    """Plan v2's question id in words (docs/templates/words.yaml v2_labels, the longest matching prefix)."""
+    labels = WORDS["v2_labels"]
+    for key in sorted(labels, key=len, reverse=True):
+        if q == key or q.startswith(key + "_"):
+            who = WORDS["v2_who"].get(q[len(key) + 1:].split("_")[-1], "")
+            return labels[key] + (f", {who}" if who and key in WORDS["v2_step_questions"] else "")
+    return q
+
+
+def _v2_against(v2: str, p1: Any) -> str:
+    """What plan v2's verdict did to plan 1's (computed from the two, never typed)."""
+    if pd.isna(p1):
+        return "new"
+    if v2 not in ("supports", "contradicts", "inconclusive"):
+        return "open"
+    if p1 not in ("supports", "contradicts", "inconclusive"):
+        return "new verdict"
+    return "replicated" if v2 == p1 else ("overturned" if {v2, p1} == {"supports", "contradicts"} else "changed")
+
+
+def v2_verdicts(root: str = ".") -> str:
+    """Plan v2's rows (results/v2/claims.csv, `python -m odevit.repro.verdicts2`): what they say in sentences, then
+    the table (primary family first) with its legend, one figure per family."""
+    path = os.path.join(root, CLAIMS)
+    if not os.path.exists(path):
+        return fill("v2-verdicts", c=None)
+    c = pd.read_csv(path, keep_default_na=True)
+    c["still_learning"] = c.still_learning.fillna("")
+    c = pd.concat([c[c.primary], c[~c.primary]])
+    if "teacher_minus_free" not in c:
+        c["teacher_minus_free"] = math.nan
+    t = read_json(os.path.join(root, "results/v2/teacher/selected.json"))
+    learning = c[c.verdict.str.startswith("not converged")]
+    waiting = c[c.verdict.str.startswith("not measured")]
+    return fill("v2-verdicts", c=list(c.itertuples()), t=t, all_converged=all(t["converged"]), label=_v2_label,
+                against=_v2_against, images=lambda r: int(r.budget.split(" ")[0]),
+                decided=[(v, list(c[c.verdict == v].itertuples())) for v in ("supports", "contradicts")],
+                learning=list(learning.itertuples()), rest=list(c[c.verdict == "inconclusive"].itertuples()),
+                learning_cells=sorted({x.split(" ")[0] for s in learning.still_learning for x in s.split(", ")}),
+                waiting=list(waiting.itertuples()), families=list(dict.fromkeys(c.family)),
+                waiting_studies=", ".join(sorted({f"{q.study} ({q.seeds} seeds)" for q in waiting.itertuples()})),
+                alphas=", ".join(f"{f.replace('v2_', '')} {a:.4g}"
+                                 for f, a in c.groupby("family", sort=False).alpha_each.first().items()))
+
+
+def _short(r: Dict[str, Any]) -> str:
+    """A row's place within its claim's line: its budget, or its cell and N (words.yaml v2_short)."""
+    images = int(r["budget"].split(" ")[0])
+    for key in sorted(WORDS["v2_short"], key=len, reverse=True):
+        if r["question"] == key or r["question"].startswith(key + "_"):
+            who = WORDS["v2_who"].get(r["question"].split("_")[-1], "")
+            return WORDS["v2_short"][key].format(images=f"{images // 1000}k", who=who)
+    return r["question"]
+
+
+def _word(r: Dict[str, Any]) -> str:
+    v = r["verdict"]
+    return ("still learning" if v.startswith("not converged") else "not measured yet" if v.startswith("not measured")
+            else "unfair" if v.startswith("unfair") else v)
+
+
+def _ours(r: Dict[str, Any]) -> str:
+    """A row in the claims table: where, its mean [interval] and its verdict."""
+    if pd.isna(r["mean"]):
+        return f"{_short(r)} *{_word(r)}*"
+    return f"{_short(r)} {r['mean']:+.2f} [{r['ci_low']:+.2f}, {r['ci_high']:+.2f}] *{_word(r)}*"
+
+
+def _name(r: Dict[str, Any]) -> str:
+    """A row in words: its question's label, and its budget where the label does not say it."""
+    where = _short(r)
+    return _v2_label(r["question"]) + (f" at {where.replace('k', ',000')} images" if where.endswith("k") else "")
+
+
+def v2_claims(root: str = ".") -> str:
+    """The README's findings and claims table: the rows that decided (supports, contradicts) in words, how many have
+    no verdict yet and why; then per claim (words.yaml v2_claims) the paper's number (plan_v2.yaml's, via claims.csv
+    paper_effect) or words, our rows' means with intervals and their verdicts, and the notebook that shows them."""
+    path = os.path.join(root, CLAIMS)
+    if not os.path.exists(path):
+        return fill("v2-claims", c=None)
+    c = pd.read_csv(path).set_index("question", drop=False)
+    groups, shown = [], {}
+    for g in WORDS["v2_claims"]:
+        rows = [c.loc[q].to_dict() for q in g["rows"]]
+        shown.update({q: g["shown"] for q in g["rows"]})
+        eff = rows[0]["paper_effect"]
+        paper = f"{eff:+.1f} pt ({g['paper_setting']})" if g.get("paper_setting") and not pd.isna(eff) else g["paper_text"]
+        groups.append(dict(g, rows=rows, paper=paper))
+    missing = set(c.question) - set(shown)
+    if missing:
+        raise ValueError(f"docs/templates/words.yaml v2_claims: rows of {CLAIMS} in no claim: {sorted(missing)}")
+    rows = [r.to_dict() for _, r in c.iterrows()]
+    t = read_json(os.path.join(root, "results/v2/teacher/selected.json"))
+    return fill("v2-claims", c=c, t=t, groups=groups, ours=_ours, row_name=_name,
+                shown=shown, decided=[(v, [r for r in rows if r["verdict"] == v]) for v in ("supports", "contradicts")],
+                learning=[r for r in rows if _word(r) == "still learning"],
+                waiting=[r for r in rows if _word(r) == "not measured yet"],
+                undecided=[r for r in rows if _word(r) in ("inconclusive", "unfair")],
+                seeds=" or ".join(str(n) for n in sorted({int(x) for x in c.seeds})))
+
+
+SECTIONS: Dict[str, Callable[[str], str]] = {"v2-claims": v2_claims, "v2-verdicts": v2_verdicts}
