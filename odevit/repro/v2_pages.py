@@ -115,7 +115,9 @@ def v2_claims(root: str = ".") -> str:
                 learning=[r for r in rows if _word(r) == "still learning"],
                 waiting=[r for r in rows if _word(r) == "not measured yet"],
                 undecided=[r for r in rows if _word(r) in ("inconclusive", "unfair")],
-                seeds=" or ".join(str(n) for n in sorted({int(x) for x in c.seeds})))
+                seeds=" or ".join(str(n) for n in sorted({int(x) for x in c.seeds})),
+                plan1={k: [_name(r) for r in rows if _v2_against(r["verdict"], r["plan1_verdict"]) == k]
+                       for k in ("replicated", "overturned", "changed", "open", "new", "new verdict")})
 
 
 SECTIONS: Dict[str, Callable[[str], str]] = {"v2-claims": v2_claims, "v2-verdicts": v2_verdicts}
