@@ -199,6 +199,20 @@ def teacher_table(truns: Dict[int, Dict[str, Any]], selected: Dict[str, Any]) ->
     return pd.DataFrame(out)
 
 
+def selection_note(table: pd.DataFrame, selected: Dict[str, Any]) -> str:
+    """One sentence on the selection (teacher_table's rows, selected.json): the seed that teaches, its accuracies,
+    the seeds' spread, and a tie on validation Acc@1 where there is one (the plan's rule takes the first seed of its
+    list)."""
+    v = table["validation Acc@1 (%)"]
+    tied = table[v == v.max()].seed.tolist()
+    tie = (f" Seeds {', '.join(map(str, tied))} tie on validation Acc@1; the rule takes the first of the plan's list."
+           if len(tied) > 1 else "")
+    return (f"Selected: seed **{selected['seed']}** (validation Acc@1 {100 * selected['val_acc1']:.2f} %, test Acc@1 "
+            f"{100 * selected['acc1']:.2f} %); the three seeds' test Acc@1 "
+            f"{', '.join(f'{a:.2f}' for a in selected['seed_acc1_pts'])} %, SD {selected['seed_sd_pts']:.2f} pt; "
+            f"converged by the floor-slope rule: {sum(selected['converged'])} of {len(selected['converged'])}.{tie}")
+
+
 def teacher_figure(truns: Dict[int, Dict[str, Any]], plan: Dict[str, Any]):
     """Left: the teacher seeds' validation Acc@1 over all epochs, the floor phase shaded. Right: the floor phase
     alone, each seed's least-squares line (the floor-slope rule's fit)."""
