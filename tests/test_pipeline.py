@@ -96,9 +96,14 @@ def _snapshot_teacher(work: Path) -> None:
 def _merge_run(src: Path, dst: Path) -> None:
     """Bring the plan half's run (`src`) into the quick half's workspace (`dst`): its stages' outputs, its DVC cache
     and its dvc.lock entries (the two halves share 01_data and 02_teacher, identical: copied before they split)."""
-    for d in ("results/studies", "results/evidence", "checkpoints/studies", "weights/evidence", ".dvc/cache"):
+    from odevit.repro.notebook import PLAN_V2
+
+    for d in ("results/studies", "results/evidence", "checkpoints/studies", "weights/evidence", ".dvc/cache",
+              "results/v2", *(f"results/{n}" for n in PLAN_V2)):  # plan v2's notebooks' figures
         if (src / d).exists():
             shutil.copytree(src / d, dst / d, dirs_exist_ok=True)
+    for n in PLAN_V2:  # and their executed copies
+        shutil.copy(src / f"outputs/{n}.ipynb", dst / f"outputs/{n}.ipynb")
     lock, theirs = (yaml.safe_load((p / "dvc.lock").read_text()) for p in (dst, src))
     for name, entry in theirs["stages"].items():
         assert lock["stages"].get(name, entry) == entry, f"{name}: the two halves ran it differently"
@@ -112,10 +117,12 @@ def repro(tmp_path_factory):
     (`dvc repro 07_report publish`, what `make repro` runs) and the plan's studies with their verdicts (`dvc repro
     evidence publish_evidence`) at once in two copies of the workspace (each DVC command is one process; one
     workspace's lock would serialise them), then one workspace holding both, whose `dvc status` must be clean."""
+    from odevit.repro.notebook import PLAN_V2
+
     work = tmp_path_factory.mktemp("pipeline")
     (work / "outputs").mkdir()  # in git as outputs/.gitkeep
-    for name in ("dvc.yaml", "notebooks", "odevit", "presets"):
-        src = ROOT / name
+    for name in ("dvc.yaml", "notebooks", "odevit", "presets", "plan_v2.yaml", "results/v2"):  # plan v2's committed
+        src = ROOT / name  # runs: what its notebooks' stages (08-12) read
         (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
     (work / "params.yaml").write_text(yaml.safe_dump(tiny_params()))
     (work / "plan.yaml").write_text(yaml.safe_dump(tiny_plan()))
@@ -134,7 +141,8 @@ def repro(tmp_path_factory):
     shutil.copytree(work, plan_work, symlinks=True)
     halves = [subprocess.Popen(["dvc", "repro", *targets], cwd=w, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
-              for w, targets in ((work, ["07_report", "publish"]), (plan_work, ["evidence", "publish_evidence"]))]
+              for w, targets in ((work, ["07_report", "publish"]),
+                                 (plan_work, ["evidence", "publish_evidence", *PLAN_V2]))]
     logs = [h.communicate()[0] for h in halves]
     for h, log in zip(halves, logs):
         assert h.returncode == 0, log[-8000:]

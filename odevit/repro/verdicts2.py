@@ -1,5 +1,6 @@
 """Plan v2's verdicts, computed from its runs' files (`python -m odevit.repro.verdicts2`): results/v2/claims.csv,
-claims.md, power.csv and one forest figure per family (results/v2/verdicts_<family>.png).
+claims.md and power.csv; `figure` draws one family's forest figure, which notebook 12 (stage 12_v2_verdicts) saves as
+results/v2/verdicts_<family>.png.
 
 A row's verdict, in this order (plan_v2.yaml rules):
   1. "not measured yet (k of n seeds)" while any of its runs is missing (the plan's seeds, never a subset);
@@ -227,7 +228,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     made = runs(a.results)
     claims = judge(plan, made, t, mapping, plan1, shifts(made, runs(RERUNS)))
     os.makedirs(a.out, exist_ok=True)
-    from .pipeline import save_figure, write_csv
+    from .pipeline import write_csv
 
     write_csv(claims.round(4), os.path.join(a.out, "claims.csv"))
     write_csv(pd.DataFrame(plan2.power_rows(plan)).round(4), os.path.join(a.out, "power.csv"))
@@ -239,8 +240,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         fh.write(f"Teacher: seed {t['seed']}, test Acc@1 {t['acc1']:.2f} %, its seeds' SD {t['seed_sd']:.2f} pt.\n\n"
                  + md + "\n")
     os.replace(tmp, os.path.join(a.out, "claims.md"))
-    for fam in plan2.families(plan):
-        save_figure(figure(claims, fam, plan), os.path.join(a.out, f"verdicts_{fam}.png"))
+    # the family figures (results/v2/verdicts_<family>.png) are notebook 12's: `dvc repro 12_v2_verdicts`
     with pd.option_context("display.width", 250, "display.max_columns", 20, "display.max_colwidth", 40):
         print(claims[cols].round(2).to_string(index=False))
     return 0
