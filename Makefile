@@ -49,11 +49,11 @@ data:
 # (odevit.repro.slice: the first SLICE_EPOCHS epochs of v2_1k's ref and free, seeds 2100 and 2101). The stages that
 # train (02_teacher, the quick run's cells, the plans' studies) keep their committed outputs; the full retraining is
 # `make plan-v2` (on a GPU: docs/evidence/v2_gpu.sh) and `make evidence` (plan 1). results/repro_time.json: the wall.
-READ_STAGES := 01_data 03_ode_scratch 04_distill 05_ablations 06_dynamics 07_report evidence
+READ_STAGES := 01_data 03_ode_scratch 04_distill 05_ablations 06_dynamics 07_report evidence 08_v2_teacher 09_v2_budget 10_v2_steps 11_v2_design 12_v2_verdicts
 SLICE_EPOCHS ?= 10
 repro: $(STAMP) data
-	t0=$$(date +%s) && PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro --force --single-item $(READ_STAGES) && \
-	  $(BIN)/python -m odevit.repro.verdicts2 && \
+	t0=$$(date +%s) && $(BIN)/python -m odevit.repro.verdicts2 && \
+	  PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro --force --single-item $(READ_STAGES) && \
 	  $(BIN)/python -m odevit.repro.slice --epochs $(SLICE_EPOCHS) && \
 	  $(BIN)/python -m odevit.repro.readme && \
 	  $(BIN)/python -m odevit.repro.slice --record-wall $$t0
