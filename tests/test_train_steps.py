@@ -27,7 +27,7 @@ def test_each_batch_uses_the_drawn_n_and_its_schedule():
     sched = pipeline.step_schedules(dist, d)
     assert sorted(sched) == [2, 4, 8] and sched[8][-1] == 8 and sched[2] == [1, 2]
     assert sched[4] == pipeline.schedule(dist, d)  # the trained N's schedule is the plain one
-    obj = pipeline.distill_objective(teacher, sched[4], dataclasses.replace(d, jasmin_weight=0.0), None, sched)
+    obj = objectives.distill(teacher, sched[4], dataclasses.replace(d, jasmin_weight=0.0), step_schedules=sched)
     x, y = torch.randn(3, 1, 28, 28), torch.randint(0, 10, (3,))
     for seed in range(6):
         torch.manual_seed(seed)
@@ -45,7 +45,7 @@ def test_without_train_steps_the_objective_is_unchanged():
     assert pipeline.step_schedules([1.0, 2.0], d) is None
     x, y = torch.randn(3, 1, 28, 28), torch.randint(0, 10, (3,))
     rng = torch.get_rng_state()
-    loss, _ = pipeline.distill_objective(teacher, c, d)(student, x, y, 0)
+    loss, _ = objectives.distill(teacher, c, d)(student, x, y, 0)
     assert torch.equal(rng, torch.get_rng_state())  # draws nothing: the default runs' RNG streams are untouched
     want = trajectory_mse(student.forward_trajectory(x)["states"], hidden_states(teacher, x), c)
     assert torch.equal(loss, want)
