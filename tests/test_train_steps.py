@@ -58,3 +58,17 @@ def test_train_steps_below_the_teacher_depth_is_one_clear_error(tmp_path):
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(p))
     with pytest.raises(config.ConfigError, match="study.cells.steps.train_steps"):
         config.check_stage("cell", str(tmp_path / "params.yaml"))
+
+
+def test_a_cells_num_steps_below_the_teacher_depth_is_refused_where_the_config_is_checked(tmp_path):
+    """`config.check_steps` checks every distill config the stage reads, a cell's num_steps as the block's (before:
+    a cell's was first refused by the schedule, once the cell ran)."""
+    import yaml
+    p = tiny_params()
+    p["study"]["cells"]["short"] = {"num_steps": 1}  # the tiny teacher has depth 2
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(p))
+    with pytest.raises(config.ConfigError, match=r"study.cells.short.num_steps = 1 is fewer than the 2 teacher"):
+        config.check_stage("cell", str(tmp_path / "params.yaml"))
+    p["study"]["cells"]["short"] = {"num_steps": 2}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(p))
+    config.check_stage("cell", str(tmp_path / "params.yaml"))  # N = depth: allowed
