@@ -9,7 +9,7 @@ import torch
 from safetensors.torch import save_file
 
 import odevit
-from odevit.repro import objectives
+from odevit.repro import config, objectives
 
 ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("distill_step", ROOT / "examples" / "distill_step.py")
@@ -30,7 +30,8 @@ def test_example_loss_is_the_pipelines_objective(ce_weight):
     checkpoints = example.schedule(teacher, [x], num_steps=6, tau=3.0)
     assert len(checkpoints) == 3 and checkpoints[-1] == 6
     ours = example.distill_loss(student, teacher, x, checkpoints, y, ce_weight=ce_weight)
-    theirs, parts = objectives.distill(teacher, checkpoints, ce_weight=ce_weight)(student, x, y, epoch=0)
+    cfg = config.Distill(ce_weight=ce_weight, label_smoothing=0.0)  # the example's: MSE + JaSMin (+ CE), no smoothing
+    theirs, parts = objectives.distill(teacher, checkpoints, cfg)(student, x, y, epoch=0)
     torch.testing.assert_close(ours["loss"], theirs, rtol=0, atol=0)
     assert ours["mse"].item() == parts["mse"] and ours["jasmin"].item() == parts["jasmin"]
     assert ("ce" in ours) == (ce_weight > 0)

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from odevit.repro import fast, objectives, train
+from odevit.repro import config, fast, objectives, train
 
 from test_fit_many import _loaders, _model, _teacher_objective  # the plain path's own fixtures
 
@@ -85,7 +85,8 @@ def _plain_fit(seeds, objective, epochs=2, lr=3e-3):
 
 @pytest.mark.parametrize("kind", ["free", "distilled"])
 def test_fast_equals_plain_path_on_cpu(kind):
-    obj = objectives.ode_scratch(0.1, jasmin_weight=1.0) if kind == "free" else _teacher_objective()
+    free = config.Scratch(label_smoothing=0.1, jasmin_weight=1.0)
+    obj = objectives.ode_scratch(free) if kind == "free" else _teacher_objective()
     seeds = [3, 4]
     g = _fast_fit(seeds, obj)
     ms, hs = _plain_fit(seeds, obj)
@@ -99,7 +100,7 @@ def test_fast_equals_plain_path_on_cpu(kind):
 
 def test_fast_path_differs_when_the_arithmetic_does():
     """The equivalence test can fail: another learning rate gives other weights."""
-    obj = objectives.ode_scratch(0.1)
+    obj = objectives.ode_scratch(config.Scratch(label_smoothing=0.1, jasmin_weight=0.0))
     g = _fast_fit([3, 4], obj, lr=3e-3)
     ms, _ = _plain_fit([3, 4], obj, lr=1e-3)
     n, p = next(iter(ms[0].named_parameters()))
@@ -122,7 +123,7 @@ def test_evaluate_matches_train_evaluate():
 
 def test_resume_continues_where_it_stopped(tmp_path):
     """A group stopped at its deadline and resumed from last.pt ends where an uninterrupted one does."""
-    obj = objectives.ode_scratch(0.1)
+    obj = objectives.ode_scratch(config.Scratch(label_smoothing=0.1, jasmin_weight=0.0))
     seeds = [5, 6]
     whole = _fast_fit(seeds, obj, epochs=3)
     lo = [_loaders(s) for s in seeds]

@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from odevit.model import ODEViT
-from odevit.repro import data, objectives, pipeline, train
+from odevit.repro import config, data, objectives, pipeline, train
 
+CE_JASMIN = config.Scratch(label_smoothing=0.1, jasmin_weight=1.0, jasmin_k=2)  # the free cells' loss
 RTOL = 1e-4  # relative: batched matrix products sum in another order (measured ~1e-6 per step; a few steps here)
 
 
@@ -75,15 +76,17 @@ def _teacher_objective():
     tr, _ = _loaders(0)
     cache = torch.stack([teacher.forward_trajectory(tr.transform(tr.split.images[:tr.n].float() / 255 * 255))
                          ["states"][i][:, 0] for i in (1, 2)], 1).detach()
-    return objectives.distill(teacher, [2, 4], jasmin_weight=1.0, ce_weight=0.5, cache=cache)
+    return objectives.distill(teacher, [2, 4], config.Distill(jasmin_weight=1.0, ce_weight=0.5, label_smoothing=0.0),
+                              cache=cache)
 
 
 @pytest.mark.parametrize("kind", ["ode_scratch", "distill", "no_maps"])
 def test_seeds_trained_together_match_separate_runs(kind, tmp_path):
     """no_maps: CE only, no attention maps requested, so the separate runs use the fused attention kernel and the
     batched one the explicit softmax (the fused kernel's backward fails under vmap on CUDA)."""
-    obj = {"ode_scratch": lambda: objectives.ode_scratch(0.1, 1.0, 2), "distill": _teacher_objective,
-           "no_maps": lambda: objectives.ode_scratch(0.1, 0.0)}[kind]()
+    no_maps = config.Scratch(label_smoothing=0.1, jasmin_weight=0.0)
+    obj = {"ode_scratch": lambda: objectives.ode_scratch(CE_JASMIN), "distill": _teacher_objective,
+           "no_maps": lambda: objectives.ode_scratch(no_maps)}[kind]()
     seeds = [3, 4]
     plain = [_plain(s, obj, tmp_path / f"p{s}") for s in seeds]
     ms, hists = _together(seeds, obj, [tmp_path / f"t{s}" for s in seeds])
@@ -102,7 +105,7 @@ def test_seeds_trained_together_match_separate_runs(kind, tmp_path):
 
 
 def test_plain_fit_resumes_a_run_trained_together(tmp_path):
-    obj = objectives.ode_scratch(0.1, 1.0, 2)
+    obj = objectives.ode_scratch(CE_JASMIN)
     with pytest.raises(Stop):
         _together([3, 4], obj, [tmp_path / "s3", tmp_path / "s4"], stop_before=1)  # stopped after epoch 1
     assert train.load_checkpoint(str(tmp_path / "s3" / "last.pt"))["epoch"] == 1
@@ -116,7 +119,7 @@ def test_plain_fit_resumes_a_run_trained_together(tmp_path):
 
 
 def test_what_cannot_be_trained_together_is_refused(tmp_path):
-    obj = objectives.ode_scratch()
+    obj = objectives.ode_scratch(config.Scratch(label_smoothing=0.0, jasmin_weight=0.0))
     with pytest.raises(ValueError, match="patience"):
         train.fit_many([_model(0), _model(1)], [_loaders(0)[0]] * 2, [_loaders(0)[1]] * 2, obj,
                        dataclasses.replace(CFG, patience=2), rngs=[{}, {}])

@@ -156,7 +156,7 @@ def test_cached_teacher_states_give_the_same_loss():
     import timm
 
     from odevit import student_from_teacher
-    from odevit.repro import data, objectives
+    from odevit.repro import config, data, objectives
 
     torch.manual_seed(0)
     t = timm.create_model("vit_tiny_patch16_224", img_size=8, patch_size=4, in_chans=1, embed_dim=16, depth=2,
@@ -166,8 +166,9 @@ def test_cached_teacher_states_give_the_same_loss():
     loader = data.Loader(split, 8, data.batch_transform("synthetic", 8), shuffle=True, seed=1)
     cache = objectives.teacher_cls_cache(t, loader, torch.device("cpu"))
     assert cache.shape == (20, 2, 16)
-    live = objectives.distill(t, [2, 4], ce_weight=1.0)
-    cached = objectives.distill(t, [2, 4], ce_weight=1.0, cache=cache)
+    live = objectives.distill(t, [2, 4], config.Distill(ce_weight=1.0, label_smoothing=0.0))
+    cached = objectives.distill(t, [2, 4], config.Distill(ce_weight=1.0, label_smoothing=0.0),
+                                cache=cache)
     for x, y, idx in loader.batches(3, with_index=True):
         a, _ = live(s, x, y, 0, idx)
         b, _ = cached(s, x, y, 0, idx)
@@ -233,7 +234,7 @@ def _tiny_teacher():
 def test_label_free_default_never_reads_labels_and_the_frozen_teacher_head_classifies():
     """The default distill block (ce_weight 0, the paper's MSE + JaSMin): permuted labels give the same loss and the
     same gradients; the head and its norm are the teacher's, frozen. With ce_weight 1 the labels matter."""
-    from odevit.repro import config, pipeline
+    from odevit.repro import config, objectives, pipeline
 
     t = _tiny_teacher()
     cfg = config.parse("distill", dict(num_steps=4))
@@ -248,7 +249,7 @@ def test_label_free_default_never_reads_labels_and_the_frozen_teacher_head_class
 
     def loss_and_grads(c, labels):
         s.zero_grad()
-        loss, parts = pipeline.distill_objective(t, [2, 4], c)(s, x, labels, 0)
+        loss, parts = objectives.distill(t, [2, 4], c)(s, x, labels, 0)
         loss.backward()
         return loss.item(), parts, [p.grad.clone() for p in s.parameters() if p.requires_grad]
 

@@ -17,6 +17,7 @@ from odevit.repro import config, data, objectives, pipeline, train
 
 ROOT = Path(__file__).resolve().parents[1]
 PARAMS = yaml.safe_load((ROOT / "params.yaml").read_text())
+PLAIN_CE = config.Scratch(label_smoothing=0.0, jasmin_weight=0.0)  # CE alone
 
 BAD = [  # (stage, block, key, value, expected message fragment)
     ("02_teacher", "teacher", "depht", 6, "teacher.depht is not a known key"),
@@ -103,7 +104,7 @@ TRAIN_SCRIPT = textwrap.dedent("""
     train.seed_everything(0)
     tr, te = pipeline.loaders(b)
     model = pipeline.build_scratch(b, s)
-    hist = train.fit(model, tr, te, objectives.ode_scratch(0.1, 1.0, 2), pipeline.train_config(b, s), out,
+    hist = train.fit(model, tr, te, objectives.ode_scratch(s), pipeline.train_config(b, s), out,
                      run_id=train.fingerprint(b, s))
     json.dump([{k: v for k, v in r.items() if k not in ("epoch_time_s", "eval_time_s", "img_per_s")} for r in hist],
               open(out + "/metrics.json", "w"), sort_keys=True)
@@ -141,12 +142,12 @@ def test_resumed_run_counts_the_earlier_epochs_in_its_total(tmp_path):
     history), so `other` (total - phases) is not negative; a fresh run has no resumed_s."""
     model, tr, te = _tiny()
     fresh: dict = {}
-    first = train.fit(model, tr, te, objectives.ode_scratch(), train.TrainConfig(epochs=1, device="cpu"),
+    first = train.fit(model, tr, te, objectives.ode_scratch(PLAIN_CE), train.TrainConfig(epochs=1, device="cpu"),
                       str(tmp_path), run_id="x", times=fresh)
     assert "resumed_s" not in fresh
     times: dict = {}
     start = time.time()
-    hist = train.fit(model, tr, te, objectives.ode_scratch(), train.TrainConfig(epochs=2, device="cpu"),
+    hist = train.fit(model, tr, te, objectives.ode_scratch(PLAIN_CE), train.TrainConfig(epochs=2, device="cpu"),
                      str(tmp_path), run_id="x", times=times)
     assert len(hist) == 2 and times["resumed_s"] == first[0]["epoch_time_s"] + first[0]["eval_time_s"]
     out = pipeline.timing(times, hist, start)
@@ -155,13 +156,14 @@ def test_resumed_run_counts_the_earlier_epochs_in_its_total(tmp_path):
 
 def test_truncated_checkpoint_is_reported_never_used_or_replaced(tmp_path):
     model, tr, te = _tiny()
-    train.fit(model, tr, te, objectives.ode_scratch(), train.TrainConfig(epochs=1, device="cpu"), str(tmp_path))
+    train.fit(model, tr, te, objectives.ode_scratch(PLAIN_CE), train.TrainConfig(epochs=1, device="cpu"), str(tmp_path))
     last = tmp_path / "last.pt"
     last.write_bytes(last.read_bytes()[:200])
     with pytest.raises(train.CheckpointError, match=f"checkpoint '{last}' is corrupt or truncated"):
         train.load_weights(model, str(last))
     with pytest.raises(train.CheckpointError, match="corrupt or truncated"):
-        train.fit(model, tr, te, objectives.ode_scratch(), train.TrainConfig(epochs=2, device="cpu"), str(tmp_path))
+        train.fit(model, tr, te, objectives.ode_scratch(PLAIN_CE), train.TrainConfig(epochs=2, device="cpu"),
+                  str(tmp_path))
     assert last.stat().st_size == 200  # not silently replaced by a fresh start
 
 
@@ -174,12 +176,12 @@ def test_pickled_callable_is_refused(tmp_path):
 
 def test_divergence_stops_with_epoch_step_and_last_good_checkpoint(tmp_path):
     model, tr, te = _tiny()
-    train.fit(model, tr, te, objectives.ode_scratch(), train.TrainConfig(epochs=1, device="cpu"), str(tmp_path),
+    train.fit(model, tr, te, objectives.ode_scratch(PLAIN_CE), train.TrainConfig(epochs=1, device="cpu"), str(tmp_path),
               run_id="a")
     cfg = train.TrainConfig(epochs=3, lr=1e30, clip=1e30, device="cpu")
     with pytest.raises(FloatingPointError, match=rf"non-finite .* at epoch \d+, step \d+: .*last good checkpoint: "
                                                  rf"{tmp_path}/last.pt"):
-        train.fit(model, tr, te, objectives.ode_scratch(), cfg, str(tmp_path), run_id="b")
+        train.fit(model, tr, te, objectives.ode_scratch(PLAIN_CE), cfg, str(tmp_path), run_id="b")
     for f in ("last.pt", "best.pt"):
         sd = torch.load(tmp_path / f, weights_only=True)["model"]
         assert all(torch.isfinite(v).all() for v in sd.values()), f
@@ -206,14 +208,14 @@ def test_checkpoint_of_other_training_data_is_not_resumed(tmp_path):
     checkpoints): the finished checkpoint must be set aside, not resumed as if it had been trained on these images."""
     cfg = train.TrainConfig(epochs=1, device="cpu")
     model, small, te = _tiny(train_limit=32)
-    train.fit(model, small, te, objectives.ode_scratch(), cfg, str(tmp_path), run_id="x")
+    train.fit(model, small, te, objectives.ode_scratch(PLAIN_CE), cfg, str(tmp_path), run_id="x")
     model, big, te = _tiny(train_limit=64)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        hist = train.fit(model, big, te, objectives.ode_scratch(), cfg, str(tmp_path), run_id="x")
+        hist = train.fit(model, big, te, objectives.ode_scratch(PLAIN_CE), cfg, str(tmp_path), run_id="x")
     assert "belongs to another configuration: starting this run from scratch" in out.getvalue()
     assert len(hist) == 1 and torch.load(tmp_path / "last.pt", weights_only=True)["epoch"] == 1
     model, big, te = _tiny(train_limit=64)
     with contextlib.redirect_stdout(out):  # the same data again resumes (here: nothing left to train)
-        train.fit(model, big, te, objectives.ode_scratch(), cfg, str(tmp_path), run_id="x")
+        train.fit(model, big, te, objectives.ode_scratch(PLAIN_CE), cfg, str(tmp_path), run_id="x")
     assert "resuming from" in out.getvalue()

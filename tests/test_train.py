@@ -7,6 +7,9 @@ import torch
 from odevit.repro import config, objectives, pipeline, train
 from odevit.repro.preset import flags
 
+CE_JASMIN = config.Scratch(label_smoothing=0.1, jasmin_weight=1.0, jasmin_k=2)  # stage 03's default loss
+CE = config.Scratch(label_smoothing=0.0, jasmin_weight=0.0)  # plain CE
+
 
 def test_lr_schedule_warmup_cosine_restarts():
     assert train.lr_factor(0, 100, 10) == 0.0
@@ -25,7 +28,7 @@ def _tiny_run(tmp_path, name):
     train.seed_everything(0)
     tr, te = pipeline.loaders(b)
     model = pipeline.build_scratch(b, s)
-    obj = objectives.ode_scratch(0.1, 1.0, 2)
+    obj = objectives.ode_scratch(CE_JASMIN)
     hist = train.fit(model, tr, te, obj, train.TrainConfig(epochs=2, device="cpu"), str(tmp_path / name))
     return hist, model
 
@@ -112,7 +115,7 @@ def test_training_that_cannot_fit_stops_with_its_estimate(tmp_path, monkeypatch)
     s = config.parse("scratch", dict(embed_dim=16, num_heads=2, num_steps=3, epochs=1))
     tr, te = pipeline.loaders(b)
     model = pipeline.build_scratch(b, s)
-    obj = objectives.ode_scratch(0.1, 1.0, 2)
+    obj = objectives.ode_scratch(CE_JASMIN)
     monkeypatch.setenv("ODEVIT_MEMORY_LIMIT", "100000")  # 100 kB
     with pytest.raises(MemoryEstimateError, match=r"training needs about .* GiB on cpu .* MiB of activations per "
                                                   r"sample x batch 16 .* lower base.batch_size"):
@@ -161,7 +164,7 @@ def _tiny_fit(tmp_path, evals, **cfg):
     loaders = {k: {"val": va, "test": te}[k] for k in evals}
     model = pipeline.build_scratch(b, s)
     out = str(tmp_path)
-    hist = train.fit(model, tr, loaders, objectives.ode_scratch(), train.TrainConfig(device="cpu", **cfg), out)
+    hist = train.fit(model, tr, loaders, objectives.ode_scratch(CE), train.TrainConfig(device="cpu", **cfg), out)
     return hist, torch.load(tmp_path / "best.pt", weights_only=True)["epoch"]
 
 

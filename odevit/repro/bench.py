@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import json
 import os
 import platform
@@ -31,6 +32,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
+from .config import Distill, Scratch
 from .machine import machine_info
 from ..model import ODEViT
 from .objectives import distill, ode_scratch
@@ -38,6 +40,10 @@ from .pipeline import write_json
 from .report import write_text
 from ..schedule import checkpoint_indices
 from ..teacher import hidden_states, student_from_teacher
+
+# the loss configs the benchmarks time: CE (no label smoothing) + JaSMin; the distillation's MSE + JaSMin + CE
+JASMIN_ONLY = Scratch(label_smoothing=0.0, jasmin_weight=1.0, jasmin_k=2)
+MSE_JASMIN_CE = Distill(ce_weight=1.0, label_smoothing=0.0)
 
 CONFIGS = {  # name: (img, patch, in_chans, D, heads, mlp_ratio, N, batch on CPU, batch on CUDA)
     "default (28/7, D128, r1, N12)": (28, 7, 1, 128, 4, 1.0, 12, 128, 256),
@@ -253,7 +259,7 @@ MODES = ("eager", "default", "max-autotune-no-cudagraphs", "reduce-overhead")  #
 def jasmin_step(spec: tuple, device: torch.device, reps: int, amp: bool,
                 modes: Sequence[str] = MODES) -> Dict[str, Any]:
     """An ODE-ViT training step with the loss terms of a study's scratch run (CE + JaSMin on every step's attention
-    map, so the explicit-softmax attention path: `ode_scratch(0.0, 1.0, 2)`, no label smoothing; forward + backward +
+    map, so the explicit-softmax attention path: `ode_scratch` of JASMIN_ONLY, no label smoothing; forward + backward +
     AdamW), at `spec`'s shape and batch, bf16 autocast when `amp`: eager, and the loss under `torch.compile` in each
     mode (`reduce-overhead`: CUDA graphs), each a copy of one initialisation, timed round-robin. Per variant images/s
     and GFLOP/s (FLOPs of the eager step counted at batch 1) and the seconds of its first two steps (tracing and code
@@ -261,7 +267,7 @@ def jasmin_step(spec: tuple, device: torch.device, reps: int, amp: bool,
     others are timed."""
     x, y = batch(spec, device)
     base = make_pair(spec, device)["ODE-ViT"].train()
-    obj = ode_scratch(0.0, 1.0, 2)
+    obj = ode_scratch(JASMIN_ONLY)
     fl = flops(lambda: obj(base, x[:1], y[:1], 0)[0].backward())
     base.zero_grad(set_to_none=True)
     steps: Dict[str, Callable[[], None]] = {}
@@ -334,7 +340,7 @@ def activation_memory(device: torch.device) -> List[Dict[str, Any]]:
         for ckpt in (False, True):
             m.set_grad_checkpointing(ckpt)
             for jasmin in (0.0, 1.0):
-                obj = ode_scratch(0.0, jasmin, 2)
+                obj = ode_scratch(dataclasses.replace(JASMIN_ONLY, jasmin_weight=jasmin))
                 row[f"mib_{'ckpt' if ckpt else 'full'}{'_jasmin' if jasmin else ''}"] = \
                     saved_bytes(lambda: obj(m, x, y, 0)[0], m) / 2 ** 20
         out.append(row)
@@ -396,8 +402,9 @@ def bench_distill(spec: tuple, device: torch.device, reps: int) -> Dict[str, Any
         return run
 
     out: Dict[str, Any] = timed_together({
-        "scratch": step(ode_scratch(0.1, 1.0, 2)), "distill": step(distill(teacher, c, ce_weight=1.0)),
-        "distill_cached": step(distill(teacher, c, ce_weight=1.0, cache=cache))}, reps, 1, device)
+        "scratch": step(ode_scratch(Scratch(label_smoothing=0.1, jasmin_weight=1.0, jasmin_k=2))),
+        "distill": step(distill(teacher, c, MSE_JASMIN_CE)),
+        "distill_cached": step(distill(teacher, c, MSE_JASMIN_CE, cache=cache))}, reps, 1, device)
     out["distill_over_scratch"] = out["distill"]["median_s"] / out["scratch"]["median_s"]
     out["distill_cached_over_scratch"] = out["distill_cached"]["median_s"] / out["scratch"]["median_s"]
     return out

@@ -344,12 +344,8 @@ def check_stage(stage: str, params_file: str = "params.yaml") -> Dict[str, Any]:
     t = cfg.get("teacher")
     if t is not None and t.weights_file and not os.path.isfile(t.weights_file):
         raise ConfigError(f"params.yaml: teacher.weights_file = {t.weights_file!r} does not exist")
-    if "distill" in cfg and any(n < t.depth for n in cfg["distill"].train_steps):
-        raise ConfigError(f"params.yaml: distill.train_steps = {cfg['distill'].train_steps}: each N must be >= the "
-                          f"{t.depth} teacher checkpoints (teacher.depth)")
-    if "distill" in cfg and cfg["distill"].num_steps < t.depth:
-        raise ConfigError(f"params.yaml: distill.num_steps = {cfg['distill'].num_steps} is fewer than the "
-                          f"{t.depth} teacher checkpoints (teacher.depth); need num_steps >= depth")
+    if "distill" in cfg:
+        check_steps(cfg["distill"], t.depth, "distill")
     if "study" in cfg:
         st = cfg["study"]
         if not st.seeds or len(set(st.seeds)) != len(st.seeds) or any(not isinstance(x, int) for x in st.seeds):
@@ -364,10 +360,20 @@ def check_stage(stage: str, params_file: str = "params.yaml") -> Dict[str, Any]:
                 raise ConfigError(f"params.yaml: study.cells.{name}.teacher: only a plan study with its own teacher "
                                   "(plan.yaml: studies.NAME.teacher) has cells that distil from another teacher")
             d_cell, _ = cell_config(cfg["distill"], st, name)
-            if t is not None and any(n < t.depth for n in d_cell.train_steps):
-                raise ConfigError(f"params.yaml: study.cells.{name}.train_steps = {d_cell.train_steps}: each N must "
-                                  f"be >= the {t.depth} teacher checkpoints (teacher.depth)")
+            if t is not None:
+                check_steps(d_cell, t.depth, f"study.cells.{name}")
     return cfg
+
+
+def check_steps(d: Distill, depth: int, where: str) -> None:
+    """The step counts of a distill config (the block, `where` = 'distill', or a cell's) against the teacher's
+    `depth` checkpoints: every N of train_steps, then num_steps, must be >= depth; ConfigError naming the key."""
+    if any(n < depth for n in d.train_steps):
+        raise ConfigError(f"params.yaml: {where}.train_steps = {d.train_steps}: each N must be >= the {depth} "
+                          "teacher checkpoints (teacher.depth)")
+    if d.num_steps < depth:
+        raise ConfigError(f"params.yaml: {where}.num_steps = {d.num_steps} is fewer than the {depth} teacher "
+                          "checkpoints (teacher.depth); need num_steps >= depth")
 
 
 CELL_KEYS = ("free", "preset", "teacher")  # cell keys that are not distill keys

@@ -635,7 +635,7 @@ def train_cell(p: Plan, study: str, cell: str, device: torch.device, graphs: boo
     trd, vad, ted = data_cache[key]
     ckpt_of = lambda n: checkpoint_indices(dist, n, d.tau, d.schedule, d.schedule_points)  # noqa: E731
     if free:
-        obj = objectives.ode_scratch(d.label_smoothing, d.jasmin_weight, d.jasmin_k, d.jasmin_detach)
+        obj = objectives.ode_scratch(d)
         objective = lambda n: obj  # noqa: E731
     else:
         ckey = ("cache", which, limit)
@@ -645,10 +645,8 @@ def train_cell(p: Plan, study: str, cell: str, device: torch.device, graphs: boo
 
         def objective(n: int) -> Objective:
             if n not in objs:
-                objs[n] = objectives.distill(
-                    teacher, ckpt_of(n), d.mse_weight, d.mse_tokens, d.jasmin_weight, d.jasmin_k, d.jasmin_detach,
-                    d.ce_weight, d.ce_from_epoch, d.label_smoothing, d.attn_l1_weight, cache=data_cache[ckey],
-                    jasmin_maps_from=d.jasmin_maps_from, num_steps=None if n == d.num_steps else n)
+                objs[n] = objectives.distill(teacher, ckpt_of(n), d, cache=data_cache[ckey],
+                                             num_steps=None if n == d.num_steps else n)
             return objs[n]
     choices = sorted(d.train_steps) or [d.num_steps]
     draws: Dict[int, List[int]] = {}

@@ -72,7 +72,7 @@ def cpu_side_by_side(steps: int = 12, K: int = 2, repeats: int = 2) -> dict:
     for _ in range(repeats):
         ms, rngs, t = models()
         cache = objectives.teacher_cls_cache(t, fast.in_order(loaders[0], 512), cpu)
-        obj = pipeline.distill_objective(t, ck, d, cache)
+        obj = objectives.distill(t, ck, d, cache=cache)
         tc = train.TrainConfig(epochs=1, lr=d.lr, weight_decay=d.weight_decay, warmup=d.warmup, clip=d.clip,
                                device="cpu")
         hs = train.fit_many(ms, loaders, [va_small] * K, obj, tc, [None] * K, run_ids=["b"] * K, rngs=rngs)
@@ -119,7 +119,7 @@ def profile_step(Ks: Sequence[int] = (8, 16, 32), steps: int = 5, device_name: s
             ms.append(build_cell(t, d, False))
         full = fast.in_order(loaders[0], 512)
         cache = objectives.teacher_cls_cache(t, full, dev).to(dev)
-        obj = pipeline.distill_objective(t, ck, d, cache)
+        obj = objectives.distill(t, ck, d, cache=cache)
         g = fast.new_group(ms, fast.Optim(d.lr, d.weight_decay, d.warmup, d.clip, 1), len(loaders[0]), dev)
         trd = fast.Data.of(full, dev)
         st = fast.Stepper(g, lambda key: obj, dev, graphs=True)

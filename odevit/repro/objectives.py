@@ -1,7 +1,7 @@
 """Training objectives: (model, x, y, epoch) -> (loss, logged parts). One per kind of run in the paper."""
 from __future__ import annotations
 
-from typing import Callable, Dict, Optional, Sequence, Tuple
+from typing import Callable, Dict, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn as nn
@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from ..losses import attention_l1, jasmin, trajectory_mse
 from ..teacher import hidden_states, last_attention
+from .config import Distill, Scratch
 
 # (model, x, y, epoch, sample indices or None) -> (loss, logged parts): the parts are detached 0-dim tensors, read
 # by the training loop once an epoch (no host sync per step), and the objective is pure enough for torch.func.vmap
@@ -26,43 +27,31 @@ def cross_entropy(label_smoothing: float = 0.0):
     return objective
 
 
-def ode_scratch(label_smoothing: float = 0.0, jasmin_weight: float = 0.0, jasmin_k: int = 2,
-                jasmin_detach: bool = False, jasmin_maps_from: str = "steps"):
-    """ODE-ViT from scratch: CE (+ JaSMin on the attention maps of the last 85% of steps)."""
+def ode_scratch(cfg: Union[Scratch, Distill]):
+    """ODE-ViT from scratch (stage 03, a study's free cell): CE with `cfg.label_smoothing` (+ `cfg.jasmin_weight` x
+    JaSMin, `cfg.jasmin_k` / `cfg.jasmin_detach`, on the attention maps of the last 85% of steps: 'steps', whatever a
+    Distill config's jasmin_maps_from says)."""
 
     def objective(model, x, y, epoch, idx=None):
-        out = model.forward_trajectory(x, return_attn=jasmin_weight > 0)
-        ce = F.cross_entropy(out["logits"].float(), y, label_smoothing=label_smoothing)
+        out = model.forward_trajectory(x, return_attn=cfg.jasmin_weight > 0)
+        ce = F.cross_entropy(out["logits"].float(), y, label_smoothing=cfg.label_smoothing)
         loss, parts = ce, {"ce": ce.detach()}
-        if jasmin_weight > 0:
-            js = jasmin(out["attn"], k=jasmin_k, detach=jasmin_detach, maps_from=jasmin_maps_from)
-            loss = loss + jasmin_weight * js
+        if cfg.jasmin_weight > 0:
+            js = jasmin(out["attn"], k=cfg.jasmin_k, detach=cfg.jasmin_detach)
+            loss = loss + cfg.jasmin_weight * js
             parts["jasmin"] = js.detach()
         return loss, parts
 
     return objective
 
 
-def distill(
-    teacher: nn.Module,
-    checkpoints: Sequence[int],
-    mse_weight: float = 1.0,
-    mse_tokens: str = "cls",
-    jasmin_weight: float = 1.0,
-    jasmin_k: int = 2,
-    jasmin_detach: bool = False,
-    ce_weight: float = 0.0,
-    ce_from_epoch: int = 0,
-    label_smoothing: float = 0.0,
-    attn_l1_weight: float = 0.0,
-    grid: Optional[int] = None,
-    cache: Optional[torch.Tensor] = None,
-    jasmin_maps_from: str = "steps",
-    step_schedules: Optional[Dict[int, Sequence[int]]] = None,
-    num_steps: Optional[int] = None,
-):
-    """Teacher-student: the student's states at c_l pass through the teacher's h_l (MSE), + JaSMin, + CE from
-    `ce_from_epoch` (curriculum), + the published attention-map L1 term (off by default).
+def distill(teacher: nn.Module, checkpoints: Sequence[int], cfg: Distill, *, cache: Optional[torch.Tensor] = None,
+            step_schedules: Optional[Dict[int, Sequence[int]]] = None, num_steps: Optional[int] = None,
+            grid: Optional[int] = None):
+    """Teacher-student, the loss weights read from the distill block `cfg`: the student's states at c_l pass through
+    the teacher's h_l (MSE: `mse_weight`, `mse_tokens`), + JaSMin (`jasmin_weight`, `jasmin_k`, `jasmin_detach`,
+    `jasmin_maps_from`), + CE (`ce_weight`, `label_smoothing`) from `ce_from_epoch` (curriculum), + the published
+    attention-map L1 term (`attn_l1_weight`, off by default).
 
     With ce_weight 0 (the label-free default) the labels y are never read: the frozen head only classifies.
     `jasmin_maps_from`: which last maps JaSMin averages ('steps' ours, 'grid_points' published; `losses.jasmin`).
@@ -71,13 +60,14 @@ def distill(
     `step_schedules` {N: checkpoints for N} (distill.train_steps): each batch integrates with an N drawn uniformly
     from its keys (torch's RNG: seeded, and saved with last.pt) and is compared at that N's checkpoints.
     `num_steps`: integrate every batch with this N (`checkpoints` then are that N's), the model's own N otherwise;
-    the fast path (`fast.py`) draws N outside the objective and builds one objective per N."""
+    the fast path (`fast.py`) draws N outside the objective and builds one objective per N.
+    `grid`: the patch grid's side for the attention-map L1 term (default: from the number of patches)."""
+    if cache is not None and (cfg.mse_tokens != "cls" or cfg.attn_l1_weight > 0):
+        raise ValueError("cache: holds CLS states only; needs mse_tokens='cls' and attn_l1_weight=0")
     choices = sorted(step_schedules) if step_schedules else []
     teacher.eval()
     for p in teacher.parameters():
         p.requires_grad_(False)
-    if cache is not None and (mse_tokens != "cls" or attn_l1_weight > 0):
-        raise ValueError("cache: holds CLS states only; needs mse_tokens='cls' and attn_l1_weight=0")
 
     def objective(model, x, y, epoch, idx=None):
         with torch.no_grad():
@@ -86,26 +76,26 @@ def distill(
                 hs = [h[:, :1]] + [h[:, l : l + 1] for l in range(h.shape[1])]  # h_0 is never compared
             else:
                 hs = hidden_states(teacher, x)
-            t_attn = last_attention(teacher, x) if attn_l1_weight > 0 else None
+            t_attn = last_attention(teacher, x) if cfg.attn_l1_weight > 0 else None
         n, ckpts = num_steps, checkpoints
         if choices:
             n = choices[int(torch.randint(len(choices), (1,)))]
             ckpts = step_schedules[n]
-        out = model.forward_trajectory(x, num_steps=n, return_attn=jasmin_weight > 0 or attn_l1_weight > 0)
-        mse = trajectory_mse(out["states"], hs, ckpts, tokens=mse_tokens)
-        loss, parts = mse_weight * mse, {"mse": mse.detach()}
-        if jasmin_weight > 0:
-            js = jasmin(out["attn"], k=jasmin_k, detach=jasmin_detach, maps_from=jasmin_maps_from)
-            loss = loss + jasmin_weight * js
+        out = model.forward_trajectory(x, num_steps=n, return_attn=cfg.jasmin_weight > 0 or cfg.attn_l1_weight > 0)
+        mse = trajectory_mse(out["states"], hs, ckpts, tokens=cfg.mse_tokens)
+        loss, parts = cfg.mse_weight * mse, {"mse": mse.detach()}
+        if cfg.jasmin_weight > 0:
+            js = jasmin(out["attn"], k=cfg.jasmin_k, detach=cfg.jasmin_detach, maps_from=cfg.jasmin_maps_from)
+            loss = loss + cfg.jasmin_weight * js
             parts["jasmin"] = js.detach()
-        if attn_l1_weight > 0:
+        if cfg.attn_l1_weight > 0:
             n = hs[0].shape[1]  # CLS + patches: drop student registers
             l1 = attention_l1(out["attn"][-1][:, :, :n, :n], t_attn, grid=grid or int((n - 1) ** 0.5))
-            loss = loss + attn_l1_weight * l1
+            loss = loss + cfg.attn_l1_weight * l1
             parts["attn_l1"] = l1.detach()
-        if ce_weight > 0 and epoch >= ce_from_epoch:
-            ce = F.cross_entropy(out["logits"].float(), y, label_smoothing=label_smoothing)
-            loss = loss + ce_weight * ce
+        if cfg.ce_weight > 0 and epoch >= cfg.ce_from_epoch:
+            ce = F.cross_entropy(out["logits"].float(), y, label_smoothing=cfg.label_smoothing)
+            loss = loss + cfg.ce_weight * ce
             parts["ce"] = ce.detach()
         return loss, parts
 

@@ -78,15 +78,6 @@ def train_config(base: Base, cfg: Optim) -> train.TrainConfig:
                              select_on=base.select_on, patience=cfg.patience, min_delta_pts=cfg.min_delta_pts)
 
 
-def distill_objective(teacher: nn.Module, checkpoints: Sequence[int], cfg: Distill,
-                      cache: Optional[torch.Tensor] = None,
-                      step_schedules: Optional[Dict[int, List[int]]] = None) -> objectives.Objective:
-    return objectives.distill(teacher, checkpoints, cfg.mse_weight, cfg.mse_tokens, cfg.jasmin_weight, cfg.jasmin_k,
-                              cfg.jasmin_detach, cfg.ce_weight, cfg.ce_from_epoch, cfg.label_smoothing,
-                              cfg.attn_l1_weight, cache=cache, jasmin_maps_from=cfg.jasmin_maps_from,
-                              step_schedules=step_schedules)
-
-
 def step_schedules(distances: Sequence[float], cfg: Distill) -> Optional[Dict[int, List[int]]]:
     """{N: the checkpoint schedule for N} of distill.train_steps (None when empty: always num_steps)."""
     return {n: schedule(distances, dataclasses.replace(cfg, num_steps=n)) for n in cfg.train_steps} or None
@@ -262,7 +253,7 @@ def fit_free_many(models: List[ODEViT], bases: List[Base], cfg: Distill, train_l
                   times: Optional[List[Optional[Dict[str, float]]]] = None,
                   rngs: Optional[List[Dict[str, Any]]] = None) -> List[List[Dict[str, float]]]:
     """`fit_free` of one cell's seeds (base k = seed k), trained together when more than one (`train.fit_many`)."""
-    obj = objectives.ode_scratch(cfg.label_smoothing, cfg.jasmin_weight, cfg.jasmin_k, cfg.jasmin_detach)
+    obj = objectives.ode_scratch(cfg)
     return train.fit_many(models, train_loaders, evals, obj, train_config(bases[0], cfg), out_dirs,
                           run_ids=[train.fingerprint(b, cfg, "free") for b in bases], times=times, rngs=rngs)
 
@@ -306,8 +297,8 @@ def fit_student_many(students: List[ODEViT], teacher: nn.Module, checkpoints: Se
                          "drawn per seed): train them one at a time")
     device = train.resolve_device(bases[0].device)
     times = times or [None] * len(students)
-    obj = distill_objective(teacher, checkpoints, cfg, teacher_cache(teacher, train_loaders[0], cfg, device,
-                                                                     times[0]), schedules)
+    obj = objectives.distill(teacher, checkpoints, cfg, cache=teacher_cache(teacher, train_loaders[0], cfg, device,
+                                                                          times[0]), step_schedules=schedules)
     for t in times[1:]:  # shared work: every seed's timing shows it
         if t is not None and times[0] is not None and "teacher_cache" in times[0]:
             t["teacher_cache"] = times[0]["teacher_cache"]

@@ -71,10 +71,10 @@ def _cell(cfg: Dict[str, Any], name: str, device: torch.device):
     teacher = st.load_teacher(b, cfg["teacher"], device)
     model = st.build_cell(teacher, d, free).to(device)
     if free:
-        obj = objectives.ode_scratch(d.label_smoothing, d.jasmin_weight, d.jasmin_k, d.jasmin_detach)
+        obj = objectives.ode_scratch(d)
     else:
         c = pipeline.schedule(st.read_teacher_distances(), d)
-        obj = pipeline.distill_objective(teacher, c, d, pipeline.teacher_cache(teacher, tr, d, device))
+        obj = objectives.distill(teacher, c, d, cache=pipeline.teacher_cache(teacher, tr, d, device))
     cfg_t = pipeline.train_config(b, d)
     return obj, train.new_run(model, tr, {cfg_t.select_on: None}, cfg_t, device), d.clip
 

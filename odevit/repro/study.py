@@ -112,21 +112,87 @@ def run_many(name: str, seeds: List[int], params_file: str = "params.yaml", stud
     writes what its own `run` writes, to floating-point rounding (tests/test_fit_many.py); its metrics.json names
     the seeds trained with it (`trained_together`) and its provenance the process they shared. Seeds trained
     together need the whole schedule (no patience), no dropout and no drawn step count (`distill.train_steps`)."""
-    start, clock, phs = pipeline.process_start(), time.perf_counter(), [{} for _ in seeds]
-    for ph in phs:
-        ph["startup"] = time.time() - start  # interpreter start + imports, up to here
+    clock = _Clock(len(seeds))
+    cell = _configs(name, seeds, params_file, study_name, plan_file)
+    built = _build(cell, clock)
+    with contextlib.ExitStack() as stack:  # each seed's provenance: the machine's load while it fits and is scored
+        mons = [stack.enter_context(provenance.Monitor(ck, clock.start, trained_with=[o for o in cell.ckpts
+                                                                                      if o != ck]))
+                for ck in cell.ckpts]
+        hists = _fit(cell, built, clock)
+        metrics = _evaluate(cell, built, clock)
+    _record(cell, built, hists, metrics, mons, clock)
+    return metrics
 
-    def lap(key: str, k: Optional[int] = None) -> None:
+
+class _Clock:
+    """`run_many`'s seconds per phase of each seed (timing.json: `pipeline.timing`), from the process start."""
+
+    def __init__(self, n_seeds: int):
+        self.start, self.last = pipeline.process_start(), time.perf_counter()
+        self.phases: List[Dict[str, float]] = [{} for _ in range(n_seeds)]
+        for ph in self.phases:
+            ph["startup"] = time.time() - self.start  # interpreter start + imports, up to here
+
+    def lap(self, key: str, k: Optional[int] = None) -> None:
         """Seconds since the last lap to phase `key` of seed k, or of every seed (work they share)."""
-        nonlocal clock
         now = time.perf_counter()
-        for ph in (phs if k is None else [phs[k]]):
-            ph[key] = ph.get(key, 0.0) + now - clock
-        clock = now
+        for ph in (self.phases if k is None else [self.phases[k]]):
+            ph[key] = ph.get(key, 0.0) + now - self.last
+        self.last = now
 
+    def restart(self) -> None:
+        """Start the next lap now (the seconds since the last one count in no phase)."""
+        self.last = time.perf_counter()
+
+    def share_fit(self, hists: List[List[Dict[str, float]]]) -> None:
+        """After the fit's lap to 'write' (of every seed): its checkpointing, the fit's wall minus the loops and
+        evaluations the histories hold (resumed_s: epochs not run here) and the teacher cache; seeds trained
+        together each get their share (1/K) of the shared phases."""
+        phs, K = self.phases, len(self.phases)
+        shared = (phs[0]["write"] - sum(train.history_seconds(h) for h in hists)
+                  + sum(ph.get("resumed_s", 0.0) for ph in phs) - phs[0].get("teacher_cache", 0.0))
+        for ph in phs:
+            ph["write"] = max(0.0, shared) / K
+            for key in ("startup", "teacher_cache") if K > 1 else ():
+                if key in ph:
+                    ph[key] /= K
+
+
+@dataclasses.dataclass
+class CellRun:
+    """One cell's seeds as `run_many` trains them: every input checked (`_configs`), the configs resolved."""
+    name: str
+    seeds: List[int]
+    study_name: Optional[str]
+    cfg: Dict[str, Any]  # params.yaml's checked configs, a plan study's applied
+    distill: Distill  # the cell's distill block (its overrides applied)
+    free: bool
+    teacher: Teacher  # the teacher block: 02_teacher's, or the plan study's own
+    teacher_ckpt: str
+    teacher_run: Optional[str]  # the plan study's own teacher's results folder (None: 02_teacher's)
+    teacher_id: str  # its best.pt's hash, part of the run ids of the cells it teaches ('' for 02_teacher's)
+    distances: List[float]
+    checkpoints: List[int]  # c_1..c_L
+    plan_hash: Optional[str]
+    source: str  # the training code's hash at the start (even if the checkout changes meanwhile)
+
+    @property
+    def ckpts(self) -> List[str]:
+        return [cell_dir("checkpoints", self.name, s, self.study_name) for s in self.seeds]
+
+    @property
+    def outs(self) -> List[str]:
+        return [cell_dir("results", self.name, s, self.study_name) for s in self.seeds]
+
+
+def _configs(name: str, seeds: List[int], params_file: str, study_name: Optional[str], plan_file: str) -> CellRun:
+    """The cell's configs, every input checked here, once: distinct seeds (of the plan study's, if one), the cell's
+    overrides, whether its seeds can share a process, its teacher (a plan study's own: trained and current) and
+    that teacher's distances and schedule."""
     if len(set(seeds)) != len(seeds) or not seeds:
         raise ConfigError(f"seeds {seeds}: give each seed once")
-    source = train.fingerprint()  # the code this process trains with, even if the checkout changes meanwhile
+    source = train.fingerprint()
     cfg = raw = config.check_stage("cell", params_file)
     plan, plan_hash = None, None
     if study_name is not None:
@@ -141,8 +207,7 @@ def run_many(name: str, seeds: List[int], params_file: str = "params.yaml", stud
     why = together_refusal(d, cfg["base"], free)
     if len(seeds) > 1 and why:
         raise ConfigError(f"cell {name}: its seeds cannot be trained together ({why}): train one seed at a time")
-    tcfg, tckpt, tdist, own = cfg["teacher"], pipeline.TEACHER_CKPT, "results/02_teacher/distances.csv", None
-    tid = ""  # the study teacher's identity (its best.pt's hash), part of the run ids of the cells it teaches
+    tcfg, tckpt, tdist, own, tid = cfg["teacher"], pipeline.TEACHER_CKPT, "results/02_teacher/distances.csv", None, ""
     if study_name is not None and config.study_teacher_cell(study, name):  # the study's own teacher
         tb, tcfg, _, _ = study_teacher.configs(study_name, plan_file=plan_file, cfg=raw, plan=plan)
         tckpt, own = study_teacher.dirs(study_name)
@@ -153,72 +218,100 @@ def run_many(name: str, seeds: List[int], params_file: str = "params.yaml", stud
                               f"{study_name}` (stage {study_teacher.stage(study_name)}) first")
         tid = study_teacher.identity(study_name)
     distances = read_teacher_distances(tdist)
-    c = pipeline.schedule(distances, d)
+    return CellRun(name, list(seeds), study_name, cfg, d, free, tcfg, tckpt, own, tid, distances,
+                   pipeline.schedule(distances, d), plan_hash, source)
+
+
+@dataclasses.dataclass
+class Built:
+    """What `_build` made for seed k: its base block (seed k), loaders (train, val, test) and model; the RNG state
+    after its initialisation; the frozen teacher (the same weights serve every seed); the device."""
+    bases: List[Base]
+    loaders: List[Tuple[data.Loader, Optional[data.Loader], data.Loader]]
+    models: List[ODEViT]
+    rngs: List[Dict[str, Any]]
+    teacher: nn.Module
+    device: torch.device
+
+
+def _build(cell: CellRun, clock: _Clock) -> Built:
+    """Per seed, as `run` does: seed everything (init, data order, augmentation draws), the loaders, the teacher
+    (building it draws from the RNG), the cell's model."""
+    d = cell.distill
     bases, loaders, models, rngs, teacher = [], [], [], [], None
-    for k, seed in enumerate(seeds):
-        b = dataclasses.replace(cfg["base"], seed=int(seed))
-        device = pipeline.setup(b)  # seed s: init, data order, augmentation draws
-        loaders.append(pipeline.data_loaders(b, augment=d.augment, train_limit=study.train_limit))
-        lap("data", k)
-        t = load_teacher(b, tcfg, device, tckpt)  # per seed, as `run` does: building it draws from the RNG
-        teacher = t if teacher is None else teacher  # the same frozen weights: the first serves every seed
-        models.append(build_cell(t, d, free))
+    for k, seed in enumerate(cell.seeds):
+        b = dataclasses.replace(cell.cfg["base"], seed=int(seed))
+        device = pipeline.setup(b)
+        loaders.append(pipeline.data_loaders(b, augment=d.augment, train_limit=cell.cfg["study"].train_limit))
+        clock.lap("data", k)
+        t = load_teacher(b, cell.teacher, device, cell.teacher_ckpt)
+        teacher = t if teacher is None else teacher
+        models.append(build_cell(t, d, cell.free))
         rngs.append(train._rng_state())  # what `fit` saves in last.pt when training draws nothing
         bases.append(b)
-        lap("teacher", k)
-    b, tr = bases[0], loaders[0][0]
-    ckpts = [cell_dir("checkpoints", name, s, study_name) for s in seeds]
-    outs = [cell_dir("results", name, s, study_name) for s in seeds]
-    print(f"cell {name} seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
-          f"{' (trained together)' if len(seeds) > 1 else ''}: "
-          f"{'free (from scratch)' if free else f'distilled, c = {c}' + (f', N drawn per batch from {d.train_steps}' if d.train_steps else '')}; "
-          f"{tr.n} training images x {d.epochs} epochs, selected on {b.select_on}", flush=True)
-    evals = [pipeline.eval_loaders(bb, va, te) for bb, (_, va, te) in zip(bases, loaders)]
-    with contextlib.ExitStack() as stack:
-        mons = [stack.enter_context(provenance.Monitor(ck, start, trained_with=[o for o in ckpts if o != ck]))
-                for ck in ckpts]
-        trs = [l[0] for l in loaders]
-        if free:
-            hists = pipeline.fit_free_many(models, bases, d, trs, evals, ckpts, times=phs, rngs=rngs)
-        else:
-            hists = pipeline.fit_student_many(models, teacher, c, bases, tcfg, d, trs, evals, ckpts, times=phs,
-                                         schedules=pipeline.step_schedules(distances, d), rngs=rngs,
-                                         teacher_id=tid)
-        lap("write")  # the fit: its loops and evaluations are taken from the histories below, the rest checkpointing
-        # the fit's checkpointing: its wall minus the loops and evaluations the histories hold (resumed_s: epochs
-        # not run here) and the teacher cache; seeds trained together each get their share (1/K) of shared phases
-        K = len(seeds)
-        shared = (phs[0]["write"] - sum(train.history_seconds(h) for h in hists)
-                  + sum(ph.get("resumed_s", 0.0) for ph in phs) - phs[0].get("teacher_cache", 0.0))
-        for ph in phs:
-            ph["write"] = max(0.0, shared) / K
-            for key in ("startup", "teacher_cache") if K > 1 else ():
-                if key in ph:
-                    ph[key] /= K
-        metrics = []
-        for k, (model, hist, ph) in enumerate(zip(models, hists, phs)):
-            clock = time.perf_counter()
-            train.load_weights(model, f"{ckpts[k]}/best.pt").to(device)
-            metrics.append(evaluate_cell(model, loaders[k][2], study, device, ph))
-    for k, (seed, model, m, hist, ph) in enumerate(zip(seeds, models, metrics, hists, phs)):
-        clock = time.perf_counter()
-        tr, va, _ = loaders[k]
-        m.update(cell=name, seed=int(seed), free=free, checkpoints=c if not free else None,
+        clock.lap("teacher", k)
+    many = len(cell.seeds) > 1
+    what = "free (from scratch)" if cell.free else (f"distilled, c = {cell.checkpoints}"
+                                                    + (f", N drawn per batch from {d.train_steps}" if d.train_steps
+                                                       else ""))
+    print(f"cell {cell.name} seed{'s' if many else ''} {', '.join(map(str, cell.seeds))}"
+          f"{' (trained together)' if many else ''}: {what}; "
+          f"{loaders[0][0].n} training images x {d.epochs} epochs, selected on {bases[0].select_on}", flush=True)
+    return Built(bases, loaders, models, rngs, teacher, device)
+
+
+def _fit(cell: CellRun, built: Built, clock: _Clock) -> List[List[Dict[str, float]]]:
+    """Train every seed (together when more than one), best.pt and last.pt in its checkpoint folder; returns the
+    histories. The fit's time: its loops and evaluations from the histories, the rest checkpointing (`share_fit`)."""
+    evals = [pipeline.eval_loaders(b, va, te) for b, (_, va, te) in zip(built.bases, built.loaders)]
+    trs = [l[0] for l in built.loaders]
+    if cell.free:
+        hists = pipeline.fit_free_many(built.models, built.bases, cell.distill, trs, evals, cell.ckpts,
+                                       times=clock.phases, rngs=built.rngs)
+    else:
+        hists = pipeline.fit_student_many(built.models, built.teacher, cell.checkpoints, built.bases, cell.teacher,
+                                          cell.distill, trs, evals, cell.ckpts, times=clock.phases,
+                                          schedules=pipeline.step_schedules(cell.distances, cell.distill),
+                                          rngs=built.rngs, teacher_id=cell.teacher_id)
+    clock.lap("write")
+    clock.share_fit(hists)
+    return hists
+
+
+def _evaluate(cell: CellRun, built: Built, clock: _Clock) -> List[Dict[str, Any]]:
+    """Every seed's test metrics at its best.pt (`evaluate_cell`)."""
+    metrics = []
+    for k, model in enumerate(built.models):
+        clock.restart()
+        train.load_weights(model, f"{cell.ckpts[k]}/best.pt").to(built.device)
+        metrics.append(evaluate_cell(model, built.loaders[k][2], cell.cfg["study"], built.device, clock.phases[k]))
+    return metrics
+
+
+def _record(cell: CellRun, built: Built, hists: List[List[Dict[str, float]]], metrics: List[Dict[str, Any]],
+            monitors: List[Any], clock: _Clock) -> None:
+    """Complete each seed's metrics (the cell, its configs' facts, its history's summary, its `monitors[k]`'s
+    provenance, the source hash) and write its history.csv, metrics.json and timing.json."""
+    d, K = cell.distill, len(cell.seeds)
+    for k, (seed, model, m, hist, ph) in enumerate(zip(cell.seeds, built.models, metrics, hists, clock.phases)):
+        clock.restart()
+        tr, va, _ = built.loaders[k]
+        m.update(cell=cell.name, seed=int(seed), free=cell.free,
+                 checkpoints=cell.checkpoints if not cell.free else None,
                  encoder_params=model.encoder_params(), params_m=pipeline.params_m(model),
                  trainable_params_m=pipeline.params_m(model, True), epochs=d.epochs, train_images=tr.n,
-                 val_images=va.n if va is not None else 0, **pipeline.run_summary(hist, bases[k], d),
-                 provenance=mons[k].summary(), source=source)  # source: the training code's hash at the start
-        if len(seeds) > 1:
-            m["trained_together"] = [int(s) for s in seeds]
-        if study_name is not None:
-            m.update(study=study_name, plan_hash=plan_hash, precision=bases[k].precision)
-        if own is not None:
-            m.update(teacher_run=own, teacher_sha256=tid)  # its metrics.json: the teacher's Acc@1, plan hash, ...
-        pipeline.write_csv(pd.DataFrame(hist), f"{outs[k]}/history.csv")
-        pipeline.write_json(m, f"{outs[k]}/metrics.json")
-        lap("write", k)
-        pipeline.write_json(pipeline.timing(ph, hist, start, share=len(seeds)), f"{outs[k]}/timing.json")
-    return metrics
+                 val_images=va.n if va is not None else 0, **pipeline.run_summary(hist, built.bases[k], d),
+                 provenance=monitors[k].summary(), source=cell.source)
+        if K > 1:
+            m["trained_together"] = [int(s) for s in cell.seeds]
+        if cell.study_name is not None:
+            m.update(study=cell.study_name, plan_hash=cell.plan_hash, precision=built.bases[k].precision)
+        if cell.teacher_run is not None:
+            m.update(teacher_run=cell.teacher_run, teacher_sha256=cell.teacher_id)  # its metrics.json: the teacher's
+        pipeline.write_csv(pd.DataFrame(hist), f"{cell.outs[k]}/history.csv")
+        pipeline.write_json(m, f"{cell.outs[k]}/metrics.json")
+        clock.lap("write", k)
+        pipeline.write_json(pipeline.timing(ph, hist, clock.start, share=K), f"{cell.outs[k]}/timing.json")
 
 
 def together_refusal(d: Distill, base: Base, free: bool) -> Optional[str]:

@@ -418,20 +418,8 @@ def fit_many(
     K = len(models)
     out_dirs = list(out_dirs or [None] * K)
     run_ids, times = list(run_ids or [""] * K), list(times or [None] * K)
-    if not (len(train_loaders) == len(eval_loaders) == len(out_dirs) == len(run_ids) == len(times) == K):
-        raise ValueError(f"fit_many: {K} models need {K} train loaders, eval loaders, out_dirs, run_ids and times")
     rank, world = distributed.rank_world()
-    if K > 1:
-        if cfg.patience:
-            raise ValueError(f"fit_many: patience {cfg.patience}: models trained together run the whole schedule "
-                             "(patience 0); train them one at a time (fit) to stop early")
-        if world > 1:
-            raise ValueError("fit_many: several models in one process under torchrun: train them one at a time")
-        if rngs is None or len(rngs) != K:
-            raise ValueError("fit_many: K > 1 needs each model's RNG state after its initialisation (rngs)")
-        if len({len(l) for l in train_loaders}) > 1:
-            raise ValueError(f"fit_many: the models' loaders have {[len(l) for l in train_loaders]} batches: "
-                             "models trained together need the same number")
+    _check_many(K, train_loaders, eval_loaders, out_dirs, run_ids, times, rngs, cfg, world)
     sel = f"{cfg.select_on}_acc1"
     device = resolve_device(cfg.device)
     quiet = in_notebook_run() or rank > 0
@@ -450,27 +438,7 @@ def fit_many(
             replica = distributed.Replica(r.model, device)
 
     for r in runs:
-        if not (r.last_path and os.path.exists(r.last_path)):
-            continue
-        ckpt = load_checkpoint(r.last_path)  # corrupt -> CheckpointError naming the file, never a silent restart
-        if ckpt.get("run_id") == r.run_id and "optimizer" in ckpt:
-            r.start = int(ckpt["epoch"])
-            for e in range(min(r.start, cfg.epochs)):
-                begin_epoch(r, e)  # replay the curriculum so the parameter groups match
-            r.model.load_state_dict(ckpt["model"])
-            r.opt.load_state_dict(ckpt["optimizer"])
-            r.sched.load_state_dict(ckpt["scheduler"])
-            if K == 1:
-                _set_rng_state(ckpt["rng"])
-            else:
-                r.rng = ckpt["rng"]
-            r.best, r.history = float(ckpt["best"]), list(ckpt["history"])
-            if r.times is not None:
-                r.times["resumed_s"] = history_seconds(r.history)
-            if rank == 0:
-                print(f"resuming from {r.last_path} after epoch {r.start}/{cfg.epochs}", flush=True)
-        elif rank == 0:
-            print(f"{r.last_path} belongs to another configuration: starting this run from scratch", flush=True)
+        _resume(r, cfg, K, rank, begin_epoch)
     if len({r.start for r in runs}) > 1:
         raise ValueError("fit_many: the runs resume after different epochs ("
                          + ", ".join(f"{r.last_path}: {r.start}" for r in runs) + "): train them one at a time")
@@ -480,67 +448,142 @@ def fit_many(
         probe_memory(models[0], runs[0].loader, objective, device, copies=K)
 
     for epoch in range(start, cfg.epochs):
-        hist0 = runs[0].history
-        if cfg.patience and hist0 and epochs_without_gain([h[sel] for h in hist0], cfg.min_delta_pts) \
-                >= cfg.patience:  # also right after resuming a run that had stopped (K = 1 only)
-            if rank == 0:
-                print(f"early stop after epoch {epoch}: {cfg.patience} epochs without a {cfg.select_on} Acc@1 gain "
-                      f">= {cfg.min_delta_pts:g} pt (best {max(h[sel] for h in hist0):.4f})", flush=True)
+        if _patience_spent(runs[0].history, cfg, sel, epoch, rank):
             break
         for r in runs:
             begin_epoch(r, epoch)
             r.model.train()
-        t0 = time.perf_counter()
-        sums: Dict[str, torch.Tensor] = {}  # float64 on the device: read once an epoch, not once a step
-        n_batches = 0
-        batches = zip(*(r.loader.batches(epoch, with_index=True) for r in runs))
-        bar = tqdm(batches, total=len(runs[0].loader), desc=f"epoch {epoch + 1}/{cfg.epochs}"
-                   + (f" x{K}" if K > 1 else ""), disable=quiet, leave=False, mininterval=1.0)
-        for batch in bar:
-            logged = train_step(objective, runs, batch, epoch, device, cfg.clip, replica, n_batches)
-            n_batches += 1
-            for key, v in logged.items():
-                sums[key] = sums[key] + v if key in sums else v
-            if not quiet and n_batches % 20 == 0:
-                bar.set_postfix(loss=f"{sums['loss'].mean().item() / n_batches:.4f}")
-        train_time = time.perf_counter() - t0
-        per_run = {key: v.tolist() for key, v in sums.items()}
-        for k, r in enumerate(runs):
-            s = {key: v[k] for key, v in per_run.items()}
-            if world > 1:  # mean over the processes of their mean losses (equal slices)
-                keys = list(s)  # the same order on every process (same objective)
-                tot = distributed.all_reduce_sum(torch.tensor([s[key] for key in keys], dtype=torch.float64)) / world
-                s = dict(zip(keys, tot.tolist()))
-            row = {"epoch": epoch + 1, **{f"train_{key}": v / max(1, n_batches) for key, v in s.items()}}
-            t1 = time.perf_counter()
-            for name, loader in r.evals.items():
-                row.update({f"{name}_{key}": v for key, v in evaluate(r.model, loader, device).items()})
-            row.update(lr=r.opt.param_groups[0]["lr"], epoch_time_s=train_time / K,
-                       eval_time_s=time.perf_counter() - t1,
-                       img_per_s=n_batches * r.loader.batch_size / (train_time / K))
-            r.history.append(row)
-            improved = row[sel] > r.best
-            r.best = max(r.best, row[sel])
-            if r.out_dir and rank == 0:
-                weights = {"model": r.model.state_dict(), "epoch": epoch + 1, sel: row[sel]}
-                if improved:
-                    save_atomic(weights, os.path.join(r.out_dir, "best.pt"))
-                save_atomic({**weights, "optimizer": r.opt.state_dict(), "scheduler": r.sched.state_dict(),
-                             "rng": _rng_state() if K == 1 else r.rng, "best": r.best, "history": r.history,
-                             "run_id": r.run_id}, r.last_path)
+        sums, n_batches, train_time = _train_epoch(objective, runs, epoch, cfg, device, replica, quiet)
+        _score_and_save(runs, sums, n_batches, train_time, epoch, device, world, rank, sel)
         distributed.barrier()  # no process runs ahead of the checkpoint
-        if rank > 0:
-            continue
-        for r in runs:
-            row = r.history[-1]
-            extra = "  ".join(f"{k[6:]} {v:.4f}" for k, v in row.items() if k.startswith("train_") and k != "train_loss")
-            print((f"{r.out_dir or f'model {runs.index(r)}'}: " if K > 1 else "")
-                  + f"epoch {epoch + 1}/{cfg.epochs}  loss {row['train_loss']:.4f}  {extra}  {cfg.select_on} acc@1 "
-                  f"{row[sel]:.4f}" + (f"  ({train_time:.0f}s, {row['img_per_s']:.0f} img/s)" if not in_notebook_run()
-                                       else ""),
-                  flush=True)  # under papermill the times go to history.csv / timing.json only: a rerun that changes
-                               # no result leaves the executed notebook byte-identical
+        if rank == 0:
+            _print_epoch(runs, epoch, cfg, sel, train_time)
     return [r.history for r in runs]
+
+
+def _check_many(K: int, train_loaders: Sequence[Any], eval_loaders: Sequence[Any], out_dirs: List[Optional[str]],
+                run_ids: List[str], times: List[Optional[Dict[str, float]]],
+                rngs: Optional[Sequence[Dict[str, Any]]], cfg: TrainConfig, world: int) -> None:
+    """`fit_many`'s inputs, checked once at its entry: one of each per model; K > 1 needs patience 0, one process,
+    every model's RNG state and loaders of the same length."""
+    if not (len(train_loaders) == len(eval_loaders) == len(out_dirs) == len(run_ids) == len(times) == K):
+        raise ValueError(f"fit_many: {K} models need {K} train loaders, eval loaders, out_dirs, run_ids and times")
+    if K > 1:
+        if cfg.patience:
+            raise ValueError(f"fit_many: patience {cfg.patience}: models trained together run the whole schedule "
+                             "(patience 0); train them one at a time (fit) to stop early")
+        if world > 1:
+            raise ValueError("fit_many: several models in one process under torchrun: train them one at a time")
+        if rngs is None or len(rngs) != K:
+            raise ValueError("fit_many: K > 1 needs each model's RNG state after its initialisation (rngs)")
+        if len({len(l) for l in train_loaders}) > 1:
+            raise ValueError(f"fit_many: the models' loaders have {[len(l) for l in train_loaders]} batches: "
+                             "models trained together need the same number")
+
+
+def _resume(r: Run, cfg: TrainConfig, K: int, rank: int, begin_epoch: Callable[[Run, int], None]) -> None:
+    """Load r's last.pt if it is this run's (same run id): weights, optimiser, schedule, RNG state (K > 1: kept for
+    its next last.pt), best metric and history, the curriculum replayed (`begin_epoch`) so the parameter groups
+    match; r.start = its epoch. A last.pt of another run is set aside with a notice; a corrupt one stops."""
+    if not (r.last_path and os.path.exists(r.last_path)):
+        return
+    ckpt = load_checkpoint(r.last_path)  # corrupt -> CheckpointError naming the file, never a silent restart
+    if ckpt.get("run_id") == r.run_id and "optimizer" in ckpt:
+        r.start = int(ckpt["epoch"])
+        for e in range(min(r.start, cfg.epochs)):
+            begin_epoch(r, e)  # replay the curriculum so the parameter groups match
+        r.model.load_state_dict(ckpt["model"])
+        r.opt.load_state_dict(ckpt["optimizer"])
+        r.sched.load_state_dict(ckpt["scheduler"])
+        if K == 1:
+            _set_rng_state(ckpt["rng"])
+        else:
+            r.rng = ckpt["rng"]
+        r.best, r.history = float(ckpt["best"]), list(ckpt["history"])
+        if r.times is not None:
+            r.times["resumed_s"] = history_seconds(r.history)
+        if rank == 0:
+            print(f"resuming from {r.last_path} after epoch {r.start}/{cfg.epochs}", flush=True)
+    elif rank == 0:
+        print(f"{r.last_path} belongs to another configuration: starting this run from scratch", flush=True)
+
+
+def _patience_spent(history: List[Dict[str, float]], cfg: TrainConfig, sel: str, epoch: int, rank: int) -> bool:
+    """Whether `cfg.patience` epochs in a row brought no selection gain (also right after resuming a run that had
+    stopped; K = 1 only: models trained together have patience 0); says so on rank 0."""
+    if not (cfg.patience and history and epochs_without_gain([h[sel] for h in history], cfg.min_delta_pts)
+            >= cfg.patience):
+        return False
+    if rank == 0:
+        print(f"early stop after epoch {epoch}: {cfg.patience} epochs without a {cfg.select_on} Acc@1 gain "
+              f">= {cfg.min_delta_pts:g} pt (best {max(h[sel] for h in history):.4f})", flush=True)
+    return True
+
+
+def _train_epoch(objective: Objective, runs: Sequence[Run], epoch: int, cfg: TrainConfig, device: torch.device,
+                 replica: Any, quiet: bool) -> Tuple[Dict[str, torch.Tensor], int, float]:
+    """One epoch of optimiser steps of the K runs (`train_step`): (the logged parts and loss summed over the
+    epoch's steps, float64 (K,) on the device, read once an epoch; the number of steps; the loop's seconds)."""
+    K = len(runs)
+    t0 = time.perf_counter()
+    sums: Dict[str, torch.Tensor] = {}  # float64 on the device: read once an epoch, not once a step
+    n_batches = 0
+    batches = zip(*(r.loader.batches(epoch, with_index=True) for r in runs))
+    bar = tqdm(batches, total=len(runs[0].loader), desc=f"epoch {epoch + 1}/{cfg.epochs}"
+               + (f" x{K}" if K > 1 else ""), disable=quiet, leave=False, mininterval=1.0)
+    for batch in bar:
+        logged = train_step(objective, runs, batch, epoch, device, cfg.clip, replica, n_batches)
+        n_batches += 1
+        for key, v in logged.items():
+            sums[key] = sums[key] + v if key in sums else v
+        if not quiet and n_batches % 20 == 0:
+            bar.set_postfix(loss=f"{sums['loss'].mean().item() / n_batches:.4f}")
+    return sums, n_batches, time.perf_counter() - t0
+
+
+def _score_and_save(runs: Sequence[Run], sums: Dict[str, torch.Tensor], n_batches: int, train_time: float,
+                    epoch: int, device: torch.device, world: int, rank: int, sel: str) -> None:
+    """After an epoch, each run's history row (mean train_* losses, over the processes under torchrun; the scores on
+    its evaluation loaders; lr and seconds), then (rank 0) best.pt where the selection metric improved and last.pt."""
+    K = len(runs)
+    per_run = {key: v.tolist() for key, v in sums.items()}
+    for k, r in enumerate(runs):
+        s = {key: v[k] for key, v in per_run.items()}
+        if world > 1:  # mean over the processes of their mean losses (equal slices)
+            keys = list(s)  # the same order on every process (same objective)
+            tot = distributed.all_reduce_sum(torch.tensor([s[key] for key in keys], dtype=torch.float64)) / world
+            s = dict(zip(keys, tot.tolist()))
+        row = {"epoch": epoch + 1, **{f"train_{key}": v / max(1, n_batches) for key, v in s.items()}}
+        t1 = time.perf_counter()
+        for name, loader in r.evals.items():
+            row.update({f"{name}_{key}": v for key, v in evaluate(r.model, loader, device).items()})
+        row.update(lr=r.opt.param_groups[0]["lr"], epoch_time_s=train_time / K,
+                   eval_time_s=time.perf_counter() - t1,
+                   img_per_s=n_batches * r.loader.batch_size / (train_time / K))
+        r.history.append(row)
+        improved = row[sel] > r.best
+        r.best = max(r.best, row[sel])
+        if r.out_dir and rank == 0:
+            weights = {"model": r.model.state_dict(), "epoch": epoch + 1, sel: row[sel]}
+            if improved:
+                save_atomic(weights, os.path.join(r.out_dir, "best.pt"))
+            save_atomic({**weights, "optimizer": r.opt.state_dict(), "scheduler": r.sched.state_dict(),
+                         "rng": _rng_state() if K == 1 else r.rng, "best": r.best, "history": r.history,
+                         "run_id": r.run_id}, r.last_path)
+
+
+def _print_epoch(runs: Sequence[Run], epoch: int, cfg: TrainConfig, sel: str, train_time: float) -> None:
+    """One line per run: its epoch's losses and selection Acc@1 (and, outside papermill, the loop's seconds)."""
+    K = len(runs)
+    for r in runs:
+        row = r.history[-1]
+        extra = "  ".join(f"{k[6:]} {v:.4f}" for k, v in row.items() if k.startswith("train_") and k != "train_loss")
+        print((f"{r.out_dir or f'model {runs.index(r)}'}: " if K > 1 else "")
+              + f"epoch {epoch + 1}/{cfg.epochs}  loss {row['train_loss']:.4f}  {extra}  {cfg.select_on} acc@1 "
+              f"{row[sel]:.4f}" + (f"  ({train_time:.0f}s, {row['img_per_s']:.0f} img/s)" if not in_notebook_run()
+                                   else ""),
+              flush=True)  # under papermill the times go to history.csv / timing.json only: a rerun that changes
+                           # no result leaves the executed notebook byte-identical
 
 
 def _batched_objective(objective: Objective, runs: Sequence[Run], step: Sequence[Tuple[torch.Tensor, ...]],
