@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Optional
 import yaml
 
 from . import config
-from .report import write_text
+from .files import write_text
 
 NOTEBOOKS = ("01_data", "02_teacher", "03_ode_scratch", "04_distill", "05_ablations", "06_dynamics", "07_report")
 

@@ -23,12 +23,11 @@ import pandas as pd
 import yaml
 
 from . import stats
-from .bench import VIT, activation_markdown, bf16_skipped
 from .evidence import BUDGETS, EVIDENCE, STRONG_TEACHER, n_converged, progress
 from .machine import machine_info
-from .pipeline import write_json
+from .files import write_json
 from .report import to_markdown
-from .study import collect
+from .results import VIT, activation_markdown, bf16_skipped, collect, kept_path, teacher_dirs
 
 
 def _json(path: str) -> Dict:
@@ -890,10 +889,9 @@ def _planned(study: Dict[str, Any]) -> int:
 def missing_runs(plan: Dict[str, Any], runs: pd.DataFrame, root: str = ".") -> str:
     """The plan's runs not made yet, per study: their cells and number, the one device they may be made on (that of
     the study's finished runs: plan.yaml rules.machine; `runner` leaves them out elsewhere), and the cells that also
-    need the study's own teacher where its training is recorded but it is not kept in git (`runner.kept_path`: then
+    need the study's own teacher where its training is recorded but it is not kept in git (`results.kept_path`: then
     only the machine whose DVC cache holds it can make them). '' when every run is in."""
-    from . import config, study_teacher
-    from .runner import kept_path
+    from . import config
     from .verdicts import devices
 
     parts, total = [], 0
@@ -907,7 +905,7 @@ def missing_runs(plan: Dict[str, Any], runs: pd.DataFrame, root: str = ".") -> s
         cells = list(dict.fromkeys(c for c, _ in todo))
         devs = sorted({d for m in done.machine.dropna() for d in devices(m)})
         where = f"only on {' or '.join(devs)}, the device of its other runs" if devs else "on any machine"
-        trained = os.path.isfile(os.path.join(root, study_teacher.dirs(name)[1], "metrics.json"))  # recorded
+        trained = os.path.isfile(os.path.join(root, teacher_dirs(name)[1], "metrics.json"))  # recorded
         lost = [c for c in cells if trained and config.uses_study_teacher(st["cells"][c])
                 and not os.path.isfile(os.path.join(root, kept_path(name)))]
         n = f"{len(todo)} run{'s' if len(todo) > 1 else ''}"

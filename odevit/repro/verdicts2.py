@@ -192,7 +192,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     plan1 = pd.read_csv(PLAN1_CLAIMS) if os.path.exists(PLAN1_CLAIMS) else pd.DataFrame()
     claims = judge(plan, runs(a.results), t, mapping, plan1)
     os.makedirs(a.out, exist_ok=True)
-    from .pipeline import save_figure, write_csv
+    from .files import save_figure, write_csv
 
     write_csv(claims.round(4), os.path.join(a.out, "claims.csv"))
     write_csv(pd.DataFrame(plan2.power_rows(plan)).round(4), os.path.join(a.out, "power.csv"))
