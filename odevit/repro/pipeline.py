@@ -1,7 +1,7 @@
-"""Glue the notebooks call: loaders from the base block, models from their blocks, atomic metrics/CSV/figure output.
+"""Glue the notebooks call: loaders from the base block, models from their blocks, the training of each stage.
 
-Everything a stage writes goes under results/<stage>/ (metrics.json, CSV series, PNG figures, tables) and
-checkpoints/<stage>/ (best.pt, last.pt).
+Everything a stage writes goes under results/<stage>/ (metrics.json, CSV series, PNG figures, tables; written whole
+or not at all by odevit.repro.files) and checkpoints/<stage>/ (best.pt, last.pt).
 """
 from __future__ import annotations
 
