@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import graphlib
+import json
 import os
 import shutil
 import subprocess
@@ -31,7 +32,12 @@ def import_graph(pkg_dir: Path) -> Dict[str, Set[str]]:
     graph: Dict[str, Set[str]] = {}
     for name, (path, own) in mods.items():
         deps = set()
-        for node in ast.walk(ast.parse(path.read_text())):
+        tree = ast.parse(path.read_text())
+        typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If) and _type_checking(block.test)
+                       for stmt in block.body for n in ast.walk(stmt)}  # `if TYPE_CHECKING:` imports never run
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom):
@@ -52,6 +58,23 @@ def import_graph(pkg_dir: Path) -> Dict[str, Set[str]]:
     return graph
 
 
+def _type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def reach(graph: Dict[str, Set[str]], module: str) -> Set[str]:
+    """Every module `module` imports, directly or through others."""
+    seen: Set[str] = set()
+    todo = [module]
+    while todo:
+        for dep in graph.get(todo.pop(), ()):
+            if dep not in seen:
+                seen.add(dep)
+                todo.append(dep)
+    return seen
+
+
 def cycle(graph: Dict[str, Set[str]]):
     """One import circle as a list of modules, or None."""
     try:
@@ -70,10 +93,12 @@ def test_graph_and_cycle_on_a_known_package(tmp_path):
     (p / "sub" / "__init__.py").write_text("")
     (p / "sub" / "b.py").write_text("from ..c import x\n")
     (p / "c.py").write_text("import pkg.a\nx = 1\n")
+    (p / "d.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import a\nelse:\n    from . import c\n")
     g = import_graph(p)
     assert g == {"pkg": {"pkg.a"}, "pkg.a": {"pkg.sub.b"}, "pkg.sub": set(), "pkg.sub.b": {"pkg.c"},
-                 "pkg.c": {"pkg.a"}}
+                 "pkg.c": {"pkg.a"}, "pkg.d": {"pkg.c"}}  # d's typing-only import of a is no dependency
     assert set(cycle(g)) == {"pkg.a", "pkg.sub.b", "pkg.c"}
+    assert reach(g, "pkg.d") == {"pkg.c", "pkg.a", "pkg.sub.b"}
     (p / "c.py").write_text("x = 1\n")
     assert cycle(import_graph(p)) is None
 
@@ -150,3 +175,56 @@ def test_stage_commands_run_from_the_new_paths(cmd):
     p = subprocess.run([sys.executable, *cmd], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
+
+
+# Reading results apart from training (issue 53): the modules that read, judge and narrate results, and the two
+# below them (files: atomic JSON/CSV/text/figures; results: collecting runs), never import the code that trains.
+READERS = ("files", "results", "stats", "paper", "curves", "compare", "report", "evidence", "readme",
+           "plan", "plan2", "verdicts", "verdicts2")
+TRAINING = ("train", "pipeline", "objectives", "study", "study_teacher", "fast", "fast_bench", "runner", "run", "bench",
+            "profile", "memory", "precision", "evaluate", "publish", "restore", "analysis", "notebook")
+LAYER = ("model", "layers", "losses", "teacher", "hub", "schedule", "solvers")
+# plan.py parses configs with config.py, which checks dataset and solver names against data.INFO and
+# solvers.SOLVERS (data and solvers import torch; a few config checks import the layer's teacher module when called).
+# The other readers import neither torch nor the layer when imported; readme calls plan and config in some sections.
+THROUGH_CONFIG = {"plan", "plan2", "verdicts", "verdicts2"}
+
+
+def test_readers_and_training_modules_are_all_the_lab():
+    lab = {f.stem for f in (ROOT / "odevit" / "repro").glob("*.py")}
+    assert set(READERS) <= lab and set(TRAINING) <= lab and not set(READERS) & set(TRAINING)
+
+
+@pytest.mark.parametrize("module", READERS)
+def test_a_reader_never_imports_the_training_code(module):
+    """Read from the source, lazy imports inside functions included, through every module in between."""
+    reached = reach(import_graph(ROOT / "odevit"), f"odevit.repro.{module}")
+    assert sorted(reached & {f"odevit.repro.{m}" for m in TRAINING}) == []
+
+
+# The packages' own __init__ files are skipped (`import odevit` itself loads the layer, torch and timm: it registers
+# the models with timm), so what a reader loads is what the reader imports.
+READER_IMPORT = """
+import importlib, json, sys, types
+for name, path in (("odevit", "odevit"), ("odevit.repro", "odevit/repro")):
+    pkg = types.ModuleType(name)
+    pkg.__path__ = [path]
+    sys.modules[name] = pkg
+importlib.import_module("odevit.repro." + sys.argv[1])
+print(json.dumps(sorted(m for m in sys.modules if m == "torch" or m.startswith("odevit."))))
+"""
+
+
+@pytest.mark.parametrize("module", READERS)
+def test_importing_a_reader_loads_no_training_code(module):
+    """In a fresh interpreter: none of the training modules, no ODE-ViT layer module, and no torch (except through
+    config for the plan's readers, see THROUGH_CONFIG) is loaded by importing the reader."""
+    p = subprocess.run([sys.executable, "-c", READER_IMPORT, module], cwd=ROOT, capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr
+    loaded = set(json.loads(p.stdout))
+    assert f"odevit.repro.{module}" in loaded  # the stub packages did load the module itself
+    bad = {f"odevit.repro.{m}" for m in TRAINING} | {f"odevit.{m}" for m in LAYER if m != "solvers"}
+    if module not in THROUGH_CONFIG:
+        bad |= {"torch", "odevit.solvers"}
+    assert sorted(loaded & bad) == []

@@ -37,7 +37,8 @@ from .machine import machine_info
 from ..model import ODEViT
 from .objectives import distill, ode_scratch
 from .pipeline import write_json
-from .report import write_text
+from .files import write_text
+from .results import VIT, activation_markdown, bf16_skipped  # noqa: F401  (bench.VIT: the tests' name)
 from ..schedule import checkpoint_indices
 from ..teacher import hidden_states, student_from_teacher
 
@@ -51,9 +52,6 @@ CONFIGS = {  # name: (img, patch, in_chans, D, heads, mlp_ratio, N, batch on CPU
     "paper Base (224/16, D768, r4, N35)": (224, 16, 3, 768, 12, 4.0, 35, 1, 32),
 }
 DEFAULT = "default (28/7, D128, r1, N12)"
-VIT = "timm ViT (depth = N)"
-
-
 def _clock(fn: Callable[[], Any], device: torch.device) -> float:
     if device.type == "cuda":
         torch.cuda.synchronize()
@@ -501,24 +499,6 @@ def main() -> None:
     write_json(result, os.path.join(args.out, "bench.json"))
     write_text(to_markdown(result), os.path.join(args.out, "bench.md"))
     print(f"wrote {args.out}/bench.json and bench.md ({meta['wall_s']:.0f} s)", flush=True)
-
-
-def activation_markdown(acts: List[Dict[str, Any]]) -> str:
-    lines = ["Activation memory per image of an ODE-ViT training forward (MiB saved for backward, fp32, measured at "
-             "batch 1; multiply by the batch), without and with gradient checkpointing of the solver steps "
-             "(`model.set_grad_checkpointing()`):", "",
-             "| config | CE | CE, checkpointed | CE + JaSMin maps | CE + JaSMin, checkpointed |", "|---|---|---|---|---|"]
-    lines += [f"| {a['config']} | {a['mib_full']:.1f} | {a['mib_ckpt']:.1f} | {a['mib_full_jasmin']:.1f} | "
-              f"{a['mib_ckpt_jasmin']:.1f} |" for a in acts]
-    return "\n".join(lines)
-
-
-def bf16_skipped(p: Dict[str, float], native: bool) -> str:
-    """Why a run has no bf16 rows: its probe (`native_bf16`), or --dtypes fp32 where bf16 is native."""
-    if native:
-        return "no bf16 rows (`--dtypes fp32`)"
-    return (f"no bf16 rows: a 256² bf16 matmul runs at {p['bf16']:.1f} GFLOP/s here, {p['bf16'] / p['fp32']:.1%} of "
-            f"fp32's {p['fp32']:.0f} (no native bf16 on this CPU; `--dtypes fp32,bf16` forces them)")
 
 
 def _rate(x: float) -> str:

@@ -35,10 +35,9 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import pandas as pd
 import yaml
 
-from . import pipeline, report, stats
+from . import files, report, stats
 from .machine import machine_info
-from .runner import lock_holds
-from .study import collect
+from .results import collect, lock_holds
 
 EVIDENCE = "docs/evidence"
 RUN_FILES = ("metrics.json", "history.csv", "timing.json")
@@ -126,7 +125,7 @@ def snapshot(name: str, clone: str, command: str, stages: bool = False, t0: Opti
             for src in glob.glob(os.path.join(clone, pattern)):
                 copy(os.path.relpath(src, clone))
     cells = collect(os.path.join(dest, "results"))
-    timing = [pipeline.read_json(os.path.join(dest, f"results/cells/{c}/s{s}/timing.json")) for c, s in done
+    timing = [files.read_json(os.path.join(dest, f"results/cells/{c}/s{s}/timing.json")) for c, s in done
               if os.path.isfile(os.path.join(dest, f"results/cells/{c}/s{s}/timing.json"))]
     commit = subprocess.run(["git", "-C", clone, "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
@@ -139,10 +138,10 @@ def snapshot(name: str, clone: str, command: str, stages: bool = False, t0: Opti
     if t0 is not None:
         meta["wall_s"] = round(time.time() - t0, 1)
     old = os.path.join(dest, "study.json")
-    notes = pipeline.read_json(old).get("notes", []) if os.path.isfile(old) else []
+    notes = files.read_json(old).get("notes", []) if os.path.isfile(old) else []
     meta["notes"] = notes + ([note] if note and note not in notes else [])
     meta["complete"] = meta["runs_finished"] == meta["runs_planned"] and meta["stages"]
-    pipeline.write_json(meta, old)
+    files.write_json(meta, old)
     curves_figure(dest)
     return meta
 
@@ -155,9 +154,9 @@ def add_note(name: str, note: str, out: str = EVIDENCE) -> List[str]:
         raise FileNotFoundError(f"{path}: no such snapshot (run `evidence snapshot {name}` first)")
     if not note.strip():
         raise ValueError("note: an empty remark")
-    meta = pipeline.read_json(path)
+    meta = files.read_json(path)
     meta["notes"] = meta.get("notes", []) + ([note] if note not in meta.get("notes", []) else [])
-    pipeline.write_json(meta, path)
+    files.write_json(meta, path)
     return meta["notes"]
 
 
@@ -181,9 +180,9 @@ def recompute_claims(name: str, out: str = EVIDENCE) -> List[str]:
     os.chdir(dest)  # the table names its files relative to the results root, as in the clone
     try:
         c = report.claims(reference=study["reference"], margin_pts=study["equivalence_margin_pts"])
-        pipeline.write_csv(c, "results/07_report/claims.csv")
+        files.write_csv(c, "results/07_report/claims.csv")
         fig = report.claims_figure(c, report.budget_title(reference=study["reference"]))
-        pipeline.save_figure(fig, "results/07_report/claims.png")
+        files.save_figure(fig, "results/07_report/claims.png")
         plt.close(fig)
     finally:
         os.chdir(cwd)
@@ -226,7 +225,7 @@ def progress(root: str) -> pd.DataFrame:
         if not len(c):
             rows.append({"cell": name, "runs": f"0 of {len(params['study']['seeds'])}"})
             continue
-        t = [run_seconds(pipeline.read_json(p.replace("metrics.json", "timing.json")))
+        t = [run_seconds(files.read_json(p.replace("metrics.json", "timing.json")))
              for p in c.source if os.path.isfile(p.replace("metrics.json", "timing.json"))]
         def per_run(col: str) -> str:  # "9/12": one value per seed
             return "/".join(str(int(e)) for e in c[col]) if col in c and c[col].notna().all() else "–"
@@ -303,7 +302,7 @@ def teacher_of(root: str) -> Dict[str, Any]:
     validation curve had flattened (NaN / None without the stage) and the schedule temperature tau (distill.tau)."""
     params = _params_of(root)
     m = os.path.join(root, "results", "02_teacher", "metrics.json")
-    t = pipeline.read_json(m) if os.path.isfile(m) else {}
+    t = files.read_json(m) if os.path.isfile(m) else {}
     return {"teacher": "augmented" if (params.get("teacher") or {}).get("augment") else "default",
             "teacher_acc1": 100 * t["acc1"] if "acc1" in t else math.nan,
             "teacher_epochs": t.get("epochs_run", math.nan), "teacher_converged": t.get("converged"),
@@ -389,7 +388,7 @@ def budget_curve(names: Sequence[str] = BUDGETS + STRONG_TEACHER, students: Sequ
         root = os.path.join(out, name)
         if not os.path.isfile(os.path.join(root, "study.json")):
             continue
-        meta = pipeline.read_json(os.path.join(root, "study.json"))
+        meta = files.read_json(os.path.join(root, "study.json"))
         cells = collect(os.path.join(root, "results"))
         f, free_from = free_runs(name, cells, free, out, candidates=names)
         f = f.set_index("seed")
@@ -499,7 +498,7 @@ def _budget_setting(studies: Sequence[str], out: str) -> Dict[str, str]:
         base = _params_of(os.path.join(out, name)).get("base") or {}
         tests.add(report.test_images(base.get("test_limit", 0), base.get("dataset", "")) if base else None)
         m = os.path.join(out, name, "results", "02_teacher", "metrics.json")
-        teachers.add(pipeline.read_json(m).get("train_images") if os.path.isfile(m) else None)
+        teachers.add(files.read_json(m).get("train_images") if os.path.isfile(m) else None)
     said = {}
     if len(tests) == 1 and None not in tests:
         said["test"] = tests.pop()
@@ -598,7 +597,7 @@ def replicate_compare(primary: str, replicate: str, margin_pts: float = 1.0) -> 
     a, b = collect(primary), collect(replicate)
     runs = a[["cell", "seed", "acc1"]].merge(b[["cell", "seed", "acc1"]], on=["cell", "seed"],
                                              suffixes=("_primary", "_replicate"))
-    ta, tb = (pipeline.read_json(os.path.join(r, "02_teacher/metrics.json"))["acc1"] for r in (primary, replicate))
+    ta, tb = (files.read_json(os.path.join(r, "02_teacher/metrics.json"))["acc1"] for r in (primary, replicate))
     runs = pd.concat([pd.DataFrame([{"cell": "teacher", "seed": -1, "acc1_primary": ta, "acc1_replicate": tb}]), runs])
     runs["diff_pt"] = 100 * (runs.acc1_replicate - runs.acc1_primary)
     cells = runs[runs.cell != "teacher"].groupby("cell", sort=False).agg(

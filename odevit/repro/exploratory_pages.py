@@ -12,7 +12,7 @@ from . import stats
 from .evidence import BUDGETS, EVIDENCE, STRONG_TEACHER, progress
 from .report import summary_line, to_markdown
 from .results_pages import claims_table, cpu
-from .study import collect
+from .results import collect
 from .wording import fill, read_json, read_yaml
 
 CONVERGED = f"{EVIDENCE}/converged_fmnist"

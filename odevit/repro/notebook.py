@@ -24,7 +24,7 @@ from typing import Any, Dict, List, Optional
 import yaml
 
 from . import config
-from .report import write_text
+from .files import write_text
 
 PLAN_V2 = ("08_v2_teacher", "09_v2_budget", "10_v2_steps", "11_v2_design", "12_v2_verdicts")  # read plan v2's
 # committed runs and verdict file (odevit/repro/v2_figures.py), no params.yaml block: plan2.load_v2 checks their plan

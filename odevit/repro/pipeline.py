@@ -1,13 +1,12 @@
-"""Glue the notebooks call: loaders from the base block, models from their blocks, atomic metrics/CSV/figure output.
+"""Glue the notebooks call: loaders from the base block, models from their blocks, the training of each stage.
 
-Everything a stage writes goes under results/<stage>/ (metrics.json, CSV series, PNG figures, tables) and
-checkpoints/<stage>/ (best.pt, last.pt).
+Everything a stage writes goes under results/<stage>/ (metrics.json, CSV series, PNG figures, tables; written whole
+or not at all by odevit.repro.files) and checkpoints/<stage>/ (best.pt, last.pt).
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -18,6 +17,7 @@ import torch
 import torch.nn as nn
 
 from . import data, distributed, objectives, train
+from .files import read_json, save_figure, write_csv, write_json  # noqa: F401  (the stages call pipeline.write_json, ...)
 from .config import TEACHER_SHAPE, Base, ConfigError, Distill, Optim, Scratch, Teacher, resolve_teacher
 from ..model import ODEViT
 from ..schedule import checkpoint_indices, layer_distances
@@ -336,32 +336,3 @@ def encoder_params(model: nn.Module) -> int:
     if isinstance(model, ODEViT):
         return model.encoder_params()
     return sum(p.numel() for p in model.blocks.parameters())
-
-
-def write_json(obj: Any, path: str) -> None:
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=2, sort_keys=True)
-        f.write("\n")
-    os.replace(tmp, path)
-
-
-def write_csv(df: pd.DataFrame, path: str) -> None:
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp = path + ".tmp"
-    df.to_csv(tmp, index=False)
-    os.replace(tmp, path)
-
-
-def save_figure(fig: Any, path: str) -> None:
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    fig.savefig(path + ".tmp.png", dpi=120, bbox_inches="tight")
-    os.replace(path + ".tmp.png", path)
-
-
-def read_json(path: str) -> Dict[str, Any]:
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"{path}: missing (run the stage that writes it: dvc repro)")
-    with open(path) as f:
-        return json.load(f)

@@ -89,8 +89,8 @@ def missing_runs(plan: Dict[str, Any], runs: pd.DataFrame, root: str = ".") -> s
     the study's finished runs: plan.yaml rules.machine; `runner` leaves them out elsewhere), and the cells that also
     need the study's own teacher where its training is recorded but it is not kept in git (`runner.kept_path`: then
     only the machine whose DVC cache holds it can make them). '' when every run is in."""
-    from . import config, study_teacher
-    from .runner import kept_path
+    from . import config
+    from .results import kept_path, teacher_dirs
     from .verdicts import devices
 
     studies = []
@@ -99,7 +99,7 @@ def missing_runs(plan: Dict[str, Any], runs: pd.DataFrame, root: str = ".") -> s
         have = set(zip(done.cell, done.seed.astype(int)))
         todo = [(c, s) for c in st["cells"] for s in st["seeds"] if (c, s) not in have]
         cells = list(dict.fromkeys(c for c, _ in todo))
-        trained = os.path.isfile(os.path.join(root, study_teacher.dirs(name)[1], "metrics.json"))  # recorded
+        trained = os.path.isfile(os.path.join(root, teacher_dirs(name)[1], "metrics.json"))  # recorded
         lost = [c for c in cells if trained and config.uses_study_teacher(st["cells"][c])
                 and not os.path.isfile(os.path.join(root, kept_path(name)))]
         if todo:

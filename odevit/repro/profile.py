@@ -32,7 +32,7 @@ from . import config, data, objectives, pipeline, train
 from .bench import _clock, timed_together  # wall seconds of a call, the device synchronised around it
 from .machine import machine_info
 from .pipeline import write_json
-from .report import write_text
+from .files import write_text
 from ..model import ODEViT
 
 PHASES = ("data", "student trajectory", "loss terms", "backward", "clip + finiteness checks", "optimiser step")

@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 
 from . import paper, stats
-from .pipeline import read_json
+from .files import read_json, write_text  # noqa: F401  (report.write_text: 07_report's name)
+from .results import collect
 
 PAPER = paper.TABLE  # the authors' README results table (odevit/repro/paper.yaml: the paper's numbers and their sources)
 
@@ -39,7 +40,6 @@ def main_table(dataset: str, results: str = "results", reference: str = "ref") -
     """Our rows in the paper's format (Model, Dataset, Params (M), Losses, Acc@1/3/5 as mean ± std over the seeds)
     + the paper's Acc@1 for the same kind of row (same dataset where the paper has it, else its CIFAR-10 row) and which
     row that is ("Paper row": the +CE cell is Small with CE from epoch 0, the paper's only +CE row is CIFAR-100 Base)."""
-    from .study import collect
 
     t = read_json(f"{results}/02_teacher/metrics.json")
     cells = collect(results)
@@ -192,7 +192,6 @@ def claims(results: str = "results", reference: str = "ref", margin_pts: float =
     (stats.verdict; stats.bound_verdict for Prop. 1; compression rows are facts), the cells / files it rests on and
     their budget. Accuracy differences are in Acc@1 points. `replication_min` = 0: the intervals (and Holm) alone
     decide, as before the replication rule (`odevit.repro.evidence.replicate_compare` shows both)."""
-    from .study import collect
 
     if not margin_pts > 0:
         raise ValueError(f"params.yaml: study.equivalence_margin_pts = {margin_pts!r}: expected > 0 (Acc@1 points)")
@@ -336,13 +335,6 @@ def dynamics_summary(dyn: dict) -> pd.DataFrame:
 
 def to_markdown(df: pd.DataFrame) -> str:
     return df.to_markdown(index=False)
-
-
-def write_text(text: str, path: str) -> None:
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path + ".tmp", "w") as f:
-        f.write(text + "\n")
-    os.replace(path + ".tmp", path)
 
 
 def figures(results: str = "results") -> List[str]:
@@ -505,7 +497,6 @@ def budget_title(results: str = "results", reference: str = "ref") -> str:
     """ "n seeds (paired), T train images × E epochs per cell" line for the figures' titles: the reference's seeds and
     images, and the epochs that ran in every cell of the figure (`epochs_ran`: not the cap where early stopping cut
     it)."""
-    from .study import collect
 
     cells = collect(results)
     ref = cells[cells.cell == reference]

@@ -12,12 +12,11 @@ from typing import Any, Callable, Dict
 import pandas as pd
 
 from . import stats
-from .bench import VIT, activation_markdown, bf16_skipped
+from .results import VIT, activation_markdown, bf16_skipped, collect
 from .evidence import EVIDENCE, n_converged
 from .machine import machine_info
 from .paper import claim
 from .report import comparisons, summary_line, to_markdown
-from .study import collect
 from .wording import WORDS, fill, read_json, read_yaml, write_json
 
 SIGNED = ("pt", "%", "r", "exponent")  # units printed with a sign

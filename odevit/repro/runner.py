@@ -41,7 +41,6 @@ import argparse
 import contextlib
 import functools
 import glob
-import hashlib
 import json
 import math
 import os
@@ -61,6 +60,7 @@ from . import study_teacher, train
 from ..hub import sha256
 from .config import ConfigError
 from .machine import cpu_model
+from .results import kept_path, lock_holds
 from .study import cell_dir, cell_refusal, plan_configs
 from .verdicts import devices
 
@@ -205,14 +205,6 @@ def refusals(plan: dict, todo: List[Tuple[str, str, int]], other_machine: bool =
             elif lost and config.uses_study_teacher(plan["studies"][s]["cells"][r[1]]):
                 out[r] = lost
     return out
-
-
-KEPT = "weights/study_teachers"  # git-tracked: a study teacher's best.pt, kept when trained (no DVC remote)
-
-
-def kept_path(study: str) -> str:
-    """Where a study's trained teacher is kept in git (its best.pt's bytes)."""
-    return f"{KEPT}/{study}/best.pt"
 
 
 def keep_teacher(study: str) -> Optional[str]:
@@ -466,17 +458,6 @@ def equivalent_sources(source: str, path: str = EQUIVALENCE) -> set:
                 ok.add(r["old"])
                 changed = True
     return ok
-
-
-def lock_holds(stage: Optional[dict], path: str) -> bool:
-    """Whether a dvc.lock stage entry records its metrics.json with the bytes of `path` now (DVC's md5 of a file is
-    the md5 of its bytes)."""
-    outs = (stage or {}).get("outs", [])
-    md5 = next((o.get("md5") for o in outs if o.get("path", "").endswith("metrics.json")), None)
-    if md5 is None or not os.path.isfile(path):
-        return False
-    with open(path, "rb") as f:
-        return md5 == hashlib.md5(f.read()).hexdigest()
 
 
 def recorded(lock: dict, stage: str, results: str) -> bool:

@@ -58,7 +58,7 @@ def run(plan: str = "plan_v2.yaml", study: str = "v2_1k", cells: Sequence[str] =
     import torch
 
     from . import fast
-    from .pipeline import write_csv
+    from .files import write_csv
 
     if epochs < 1:
         raise ValueError(f"--epochs {epochs}: expected at least 1")
@@ -124,7 +124,7 @@ def summary(t: pd.DataFrame, val_images: int = 5000) -> List[str]:
 def record_wall(t0: float, path: str = WALL) -> Dict[str, Any]:
     """`make repro`'s wall time since `t0` (epoch seconds) with this machine's facts, written atomically."""
     from .machine import machine_info
-    from .pipeline import write_json
+    from .files import write_json
 
     rec = {"wall_s": round(time.time() - t0, 1), "date": time.strftime("%Y-%m-%d", time.gmtime()),
            "machine_info": machine_info(), "load_avg_1m_at_end": round(os.getloadavg()[0], 2)}

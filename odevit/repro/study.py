@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import glob
 import os
 import sys
 import time
@@ -33,6 +32,7 @@ from . import config, data, objectives, pipeline, provenance, study_teacher, tra
 from . import plan as plan_mod
 from .config import (CELL_KEYS, EPOCH_KEYS, SWITCH_KEYS, Base, ConfigError, Distill, Study, Teacher, cell_config,
                      preset_overrides)
+from .results import collect  # noqa: F401  (study.collect: the notebooks' name)
 from ..model import ODEViT
 
 
@@ -354,20 +354,6 @@ def evaluate_cell(model: ODEViT, test: data.Loader, study: Study, device: torch.
         times["test_eval"] = times.get("test_eval", 0.0) + t1 - t0
         times["robustness"] = times.get("robustness", 0.0) + time.perf_counter() - t1
     return m
-
-
-def collect(results: str = "results", study: Optional[Study] = None) -> pd.DataFrame:
-    """One row per finished (cell, seed) under results/cells (restricted to the study's cells and seeds if given)."""
-    rows = []
-    for path in sorted(glob.glob(f"{results}/cells/*/s*/metrics.json")):
-        m = pipeline.read_json(path)
-        if study is not None and (m["cell"] not in study.cells or m["seed"] not in study.seeds):
-            continue
-        rob = m.pop("robustness", {})
-        rows.append({**m, **{f"acc1_{k}": v for k, v in rob.items()}, "source": path})  # acc1_n8: Acc@1 at N = 8
-    if not rows:
-        raise FileNotFoundError(f"{results}/cells/*/s*/metrics.json: no finished cells (dvc repro)")
-    return pd.DataFrame(rows).sort_values(["cell", "seed"]).reset_index(drop=True)
 
 
 def models(cells: List[str], seeds: List[int], params_file: str = "params.yaml",

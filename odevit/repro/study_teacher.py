@@ -24,11 +24,7 @@ from typing import Any, Dict, Optional, Tuple
 from . import config, pipeline, train
 from . import plan as plan_mod
 from .config import Base, ConfigError, Distill, Teacher
-
-
-def dirs(study: str) -> Tuple[str, str]:
-    """(checkpoint folder, results folder) of a study's teacher."""
-    return f"checkpoints/studies/{study}/teacher", f"results/studies/{study}/teacher"
+from .results import teacher_dirs as dirs  # (checkpoint folder, results folder) of a study's teacher
 
 
 def stage(study: str) -> str:

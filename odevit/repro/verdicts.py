@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as st
 
-from . import pipeline
+from . import files
 from .report import VERDICT_COLORS, verdict_color
 from . import plan as plan_mod
 
@@ -82,7 +82,7 @@ def collect(results: str, study: Optional[str], rule: Dict[str, Any]) -> pd.Data
     pattern = f"{results}/studies/{study}/*/s*/metrics.json" if study else f"{results}/cells/*/s*/metrics.json"
     rows = []
     for path in sorted(glob.glob(pattern)):
-        m = pipeline.read_json(path)
+        m = files.read_json(path)
         hist = pd.read_csv(os.path.join(os.path.dirname(path), "history.csv"))
         conv, gain, thr = convergence(hist["val_acc1"].tolist(), int(m.get("val_images") or 0),
                                       rule["window_frac"], rule["se_multiple"])
@@ -215,7 +215,7 @@ def mixed_runs(used: pd.DataFrame) -> Optional[str]:
 
 def _teacher_acc1(results: str) -> float:
     path = os.path.join(results, "02_teacher/metrics.json")
-    return 100 * pipeline.read_json(path)["acc1"] if os.path.isfile(path) else math.nan
+    return 100 * files.read_json(path)["acc1"] if os.path.isfile(path) else math.nan
 
 
 def _row(plan: Dict[str, Any], name: str, q: Dict[str, Any], runs: pd.DataFrame, seeds: List[int],
@@ -358,7 +358,7 @@ def run_time(plan: Dict[str, Any], results: str = "results") -> pd.DataFrame:
     groups: Dict[Tuple[str, str], Dict[str, Any]] = {}
     for study in plan["studies"]:
         for path in sorted(glob.glob(f"{results}/studies/{study}/*/s*/metrics.json")):
-            m = pipeline.read_json(path)
+            m = files.read_json(path)
             prov = m.get("provenance") or {}
             machine = "; ".join(prov.get("machines") or []) or "unknown"
             for key in ((study, machine), ("all", machine)):
@@ -499,18 +499,18 @@ def main(argv: Optional[List[str]] = None) -> int:
                                   ignore_index=True), power)
     runs = pd.concat([r.assign(study=n) for n, r in by_study.items()], ignore_index=True)
     rounded = claims.round(4)  # claims.csv's values; claims.md prints these (as the README does), not rounded twice
-    pipeline.write_csv(rounded, f"{args.out}/claims.csv")
-    pipeline.write_csv(runs.round(4), f"{args.out}/runs.csv")
-    pipeline.write_csv(power.round(4), f"{args.out}/power.csv")
-    pipeline.write_csv(machine_shift(plan, args.results, by_study).round(4), f"{args.out}/machine_shift.csv")
-    pipeline.write_csv(run_time(plan, args.results), f"{args.out}/run_time.csv")
+    files.write_csv(rounded, f"{args.out}/claims.csv")
+    files.write_csv(runs.round(4), f"{args.out}/runs.csv")
+    files.write_csv(power.round(4), f"{args.out}/power.csv")
+    files.write_csv(machine_shift(plan, args.results, by_study).round(4), f"{args.out}/machine_shift.csv")
+    files.write_csv(run_time(plan, args.results), f"{args.out}/run_time.csv")
     cols = ["study", "question", "status", "n", "mean", "ci_low", "ci_high", "converged", "verdict"]
     with open(f"{args.out}/claims.md", "w") as f:
         f.write(rounded[cols].to_markdown(index=False, floatfmt=".2f") + "\n")
     fig = figure(claims, plan)
-    pipeline.save_figure(fig, f"{args.out}/verdicts.png")
-    images = pipeline.read_json(os.path.join(args.results, "02_teacher/metrics.json"))["train_images"]
-    pipeline.save_figure(teacher_figure(teacher_points(claims, plan, images)), f"{args.out}/teacher_by_images.png")
+    files.save_figure(fig, f"{args.out}/verdicts.png")
+    images = files.read_json(os.path.join(args.results, "02_teacher/metrics.json"))["train_images"]
+    files.save_figure(teacher_figure(teacher_points(claims, plan, images)), f"{args.out}/teacher_by_images.png")
     print(claims[cols].round(2).to_string(index=False))
     return 0
 

@@ -228,7 +228,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     made = runs(a.results)
     claims = judge(plan, made, t, mapping, plan1, shifts(made, runs(RERUNS)))
     os.makedirs(a.out, exist_ok=True)
-    from .pipeline import write_csv
+    from .files import write_csv
 
     write_csv(claims.round(4), os.path.join(a.out, "claims.csv"))
     write_csv(pd.DataFrame(plan2.power_rows(plan)).round(4), os.path.join(a.out, "power.csv"))

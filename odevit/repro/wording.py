@@ -16,8 +16,7 @@ import jinja2
 import jinja2.ext
 import pandas as pd
 
-from .config import read_yaml  # noqa: F401  (the sections read their files through these)
-from .pipeline import read_json, write_json  # noqa: F401
+from .files import read_json, read_yaml, write_json  # noqa: F401  (the sections read their files through these)
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "docs" / "templates"
 

@@ -1,0 +1,61 @@
+"""Atomic files of the results: JSON, CSV, text and figures, written whole or not at all, read with a clear error.
+
+Below both the training side (pipeline, the stages) and the narrating side (report, verdicts, evidence, readme): no
+torch, no model, no training code, so reading or rewriting a result never imports the training loop."""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict
+
+import pandas as pd
+
+
+def write_json(obj: Any, path: str) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=2, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def write_csv(df: pd.DataFrame, path: str) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    tmp = path + ".tmp"
+    df.to_csv(tmp, index=False)
+    os.replace(tmp, path)
+
+
+def write_text(text: str, path: str) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path + ".tmp", "w") as f:
+        f.write(text + "\n")
+    os.replace(path + ".tmp", path)
+
+
+def save_figure(fig: Any, path: str) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    fig.savefig(path + ".tmp.png", dpi=120, bbox_inches="tight")
+    os.replace(path + ".tmp.png", path)
+
+
+def read_json(path: str) -> Dict[str, Any]:
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: missing (run the stage that writes it: dvc repro)")
+    with open(path) as f:
+        return json.load(f)
+
+
+def read_yaml(path: str) -> Dict[str, Any]:
+    """A YAML file as a dict (empty file: {}); one line naming the file where it is missing or not valid YAML (the
+    narrating side's reader: config.read_yaml, which checks params, imports the data and model registries)."""
+    import yaml
+
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: not found (run from the repository root)")
+    with open(path) as f:
+        try:
+            return yaml.safe_load(f) or {}
+        except yaml.YAMLError as e:
+            raise ValueError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
