@@ -7,8 +7,14 @@ from typing import Any, Callable, Dict, Iterable, List, Tuple
 
 import pandas as pd
 
-from . import plan as plan_mod
 from .wording import WORDS, fill, read_json, read_yaml
+
+
+def _plan(root: str) -> Dict[str, Any]:
+    """plan.yaml, checked (odevit.repro.plan: it checks cell keys against config, which imports torch: so only here)."""
+    from . import plan as plan_mod
+
+    return plan_mod.load(os.path.join(root, plan_mod.PLAN_FILE))
 
 
 def plan_verdicts(root: str = ".") -> str:
@@ -16,7 +22,7 @@ def plan_verdicts(root: str = ".") -> str:
     exploratory (results/evidence/claims.csv), and how many of the planned runs exist (results/evidence/runs.csv)."""
     c = pd.read_csv(os.path.join(root, "results/evidence/claims.csv"))
     runs = pd.read_csv(os.path.join(root, "results/evidence/runs.csv"))
-    plan = plan_mod.load(os.path.join(root, plan_mod.PLAN_FILE))
+    plan = _plan(root)
     first = lambda g: g.iloc[0] if len(g) else None  # noqa: E731
     return fill("plan-verdicts", t=read_json(os.path.join(root, "results/02_teacher/metrics.json")), runs=runs,
                 test_images=read_json(os.path.join(root, "results/01_data/metrics.json"))["test_size"],
@@ -112,7 +118,7 @@ def missing_runs(plan: Dict[str, Any], runs: pd.DataFrame, root: str = ".") -> s
 def key_findings(root: str = ".") -> str:
     """The README's opening: docs/findings.yaml's questions, each answered by its plan rows (confirmatory rows of
     results/evidence/claims.csv: number, interval at α each, verdict), grouped by the study's training images."""
-    plan = plan_mod.load(os.path.join(root, plan_mod.PLAN_FILE))
+    plan = _plan(root)
     claims = pd.read_csv(os.path.join(root, "results/evidence/claims.csv"))
     c = claims[claims.status == "confirmatory"].set_index(["study", "question"])
     t = read_json(os.path.join(root, "results/02_teacher/metrics.json"))  # its training images: a study's "all"
@@ -172,7 +178,7 @@ def _plan_time(root: str, t: pd.DataFrame) -> str:
     """The whole plan's training images (cells x seeds x images x epochs of every study, its teachers aside) and
     how long they take at each machine type's pooled rate of the table (its **every study** row): an extrapolation
     from measured rates, said as one (a rate that is an upper bound, with unrecorded processes: a lower-bound time)."""
-    plan = plan_mod.load(os.path.join(root, plan_mod.PLAN_FILE))
+    plan = _plan(root)
     every = read_json(os.path.join(root, "results/02_teacher/metrics.json"))["train_images"]  # train_limit 0: all
     studies = plan["studies"].values()
     images = sum(_planned(st) * (st["budget"]["train_limit"] or every) * st["budget"]["epochs"] for st in studies)
