@@ -1,4 +1,5 @@
-"""Suite-wide memory: freed memory goes back to the OS after each test, and the terminal summary gives the suite's peak
+"""Suite-wide memory: freed memory goes back to the OS after each test that left this process's resident memory
+RELEASE_GROWTH above the last release (`_release_memory`), and the terminal summary gives the suite's peak
 memory — every process of the run summed (pytest and the dvc, papermill, training and preset processes the tests
 start; pytest-xdist workers too, where someone runs the suite with -n), as proportional set size (PSS: a page shared
 by k processes counts 1/k in each), read from /proc every half second — and the tests that were running at the
