@@ -825,7 +825,8 @@ def plan_verdicts(root: str = ".") -> str:
                f"(rows so marked: {post}); a study added after another's results is not post hoc "
                "but a new family on fresh seeds, planned before its own runs, and its description says why it was "
                "added.")
-    figure = "![the plan's verdicts, one panel per study](results/evidence/verdicts.png)"
+    figure = ("![the plan's verdicts, one panel per kind of question, each on its own scale, the side the paper "
+              "predicts shaded per row](results/evidence/verdicts.png)")
     return (setting + "\n\n" + head + "\n\n" + "\n".join(rows) + "\n\n" + figure
             + "\n\n<details><summary>Per study: its description, rows in words, and the runs that missed the convergence "
             "rule</summary>\n\n" + findings(c, plan, runs) + "\n\n</details>")
