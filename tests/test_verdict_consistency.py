@@ -31,6 +31,10 @@ Which verdict file a statement is judged against: a line that names a study of p
 scope fails ("unscoped"): a new page that states verdicts must say which file they come from. `SKIPPED` lists the
 sections that state verdicts of something else, with the reason. An id that is no row of its verdict file fails too.
 
+  (d) The README's v2 table also has a "plan 1" column: for each v2 row, the verdict of the plan-1 row that
+      docs/v2_vs_plan1.yaml says it revisits (plan 1's confirmatory row of that study and question; "–" where the
+      mapping says none). `plan1_column` checks it against results/evidence/claims.csv.
+
 The check: the stated verdict must be one of the verdicts the file gives that id (plan 1 has a confirmatory and an
 exploratory row per question of a study, and its table prints both on one line, so a set: a line giving either
 is consistent, one giving a third verdict is not).
@@ -294,6 +298,49 @@ def scan(root: Path = ROOT, sources: Optional[Dict[str, pd.DataFrame]] = None) -
         errors += e
         counts[rel] = n
     return errors, counts
+
+
+def plan1_column(text: str, mapping: Dict[str, Optional[dict]], plan1: pd.DataFrame) -> Tuple[List[str], int]:
+    """Rule (d): in a markdown table with a "verdict" and a "plan 1" column, each row's "plan 1" cell is plan 1's
+    confirmatory verdict of the row the mapping gives for the row's backticked id ("–" where it gives none)."""
+    errors, checked = [], 0
+    for n, _, _, table in _markdown_units(text):
+        header = [_strip(c).lower() for c in table[0]] if table else []
+        if "verdict" not in header or "plan 1" not in header:
+            continue
+        col = header.index("plan 1")
+        for i, row in enumerate(table[1:], 1):
+            ids = [t for c in row for t in _TICK.findall(c) if t in mapping]
+            if not ids or col >= len(row):
+                continue
+            m, cell, where = mapping[ids[0]], _strip(row[col]), f"README.md:{n - len(table) + i + 1}"
+            if not m:
+                if canonical(cell):
+                    errors.append(f"{where}: `{ids[0]}` revisits no plan-1 row, the plan 1 column says {cell}")
+                continue
+            r = plan1[(plan1.study == m["study"]) & (plan1.question == m["question"]) & (plan1.status == "confirmatory")]
+            checked += 1
+            if r.empty or canonical(cell) != canonical(r.verdict.iloc[0]):
+                errors.append(f"{where}: `{ids[0]}`'s plan 1 column says {cell!r}, plan 1's {m['study']} / "
+                              f"{m['question']} says {'nothing' if r.empty else r.verdict.iloc[0]!r}")
+    return errors, checked
+
+
+def test_the_readme_plan1_column_is_plan1s_verdict_of_the_row_each_v2_row_revisits():
+    import yaml
+
+    mapping = yaml.safe_load((ROOT / "docs/v2_vs_plan1.yaml").read_text())
+    plan1 = pd.read_csv(ROOT / SOURCES["plan1"][0], keep_default_na=False)
+    readme = (ROOT / "README.md").read_text()
+    errors, checked = plan1_column(readme, mapping, plan1)
+    assert not errors, "\n".join(errors)
+    assert checked == sum(1 for m in mapping.values() if m), checked  # every v2 row that revisits one
+    # flips: a plan-1 verdict changed in the file (as a new run would) makes the README's column wrong
+    row = (plan1.study == "ablations_3k") & (plan1.question == "centernorm_minus_layernorm")
+    assert plan1.loc[row, "verdict"].tolist() == ["contradicts"]
+    flipped = plan1.assign(verdict=plan1.verdict.where(~row, "supports"))
+    errors, _ = plan1_column(readme, mapping, flipped)
+    assert len(errors) == 1 and "centernorm_minus_layernorm" in errors[0], errors
 
 
 def test_no_readme_doc_or_notebook_line_gives_a_verdict_its_verdict_file_contradicts():
