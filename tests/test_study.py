@@ -257,6 +257,33 @@ def test_ablation_table_holm_over_the_family_and_figures(tmp_path):
     assert sum(len(ax.get_yticks()) for ax in fig.axes) == len(shown)  # every claim with an estimate is drawn
 
 
+def test_notebook_verdicts_are_the_claims_tables_convergence_gate_included(tmp_path):
+    """One world: 05's ablation table (report.ablations) gives each claim the verdict 07's claims table
+    (report.claims) gives it — both through report.decide — and a run that had not finished learning makes both say
+    "not converged", never "supports" / "contradicts" in one and "not converged" in the other. 03's headline rows
+    use the same function: no notebook decides a verdict with stats.verdict itself."""
+    for name, conv in (("c", (True, True, True)), ("nc", (True, True, False))):
+        root = _results(tmp_path / name, converged=conv)
+        t = report.ablations(study.collect(str(root)), "ref")
+        claims = report.claims(str(root)).set_index("claim").verdict
+        rows = t[t.claim != ""]
+        assert len(rows) == 7  # free and the six ablation-family cells
+        assert dict(zip(rows.claim, rows.verdict)) == {c: claims[c] for c in rows.claim}
+        decided = set(rows.verdict) & {stats.SUPPORTS, stats.CONTRADICTS}
+        assert bool(decided) == all(conv)  # converged: layernorm and free decided; one unfinished run: none
+        if not all(conv):
+            assert set(rows.verdict) == {stats.NOT_CONVERGED}
+            assert t.set_index("cell").loc["ce", "verdict"] == stats.NOT_A_CLAIM  # the gate leaves it alone
+    notebooks = sorted(Path(__file__).parents[1].glob("notebooks/*.ipynb"))
+    assert len(notebooks) == 7
+    for nb in notebooks:
+        code = "".join("".join(c["source"]) for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "code")
+        assert "stats.verdict(" not in code, f"{nb} decides a verdict itself: use report.decide"
+    e = {"direction": "greater", "n": 3, "ci_low": 1.0, "ci_high": 2.0, "null": 0.0}
+    assert report.decide(e, True) == stats.SUPPORTS and report.decide(e, False) == stats.NOT_CONVERGED
+    assert report.gate(stats.FACT, False) == stats.FACT and report.gate(stats.NOT_MEASURED, False) == stats.NOT_MEASURED
+
+
 def test_ablation_figure_says_per_row_which_side_the_paper_predicts(tmp_path):
     """The axis caption holds for every row (ref − cell > 0: ref scored higher); the side the paper predicts is said
     per row: the cell (mlp4, whose claim r1_minus_r4 predicts Small below Base) better for a 'less' row, not "ref

@@ -351,3 +351,51 @@ def test_committed_claims_md_prints_claims_csv_values_as_the_readme_does():
         assert cells[:3] == [r.study, r.question, r.status]
         for got, want in zip(cells[4:7], (r.mean, r.ci_low, r.ci_high)):
             assert got == ("nan" if math.isnan(want) else f"{want:.2f}"), (r.study, r.question, got, want)
+
+
+def test_plan_figure_one_scale_per_question_kind_plain_labels_and_a_side_per_row():
+    """results/evidence/verdicts.png: every question of plan.yaml sits in one panel (plan1_figure.yaml) under a plain
+    label (no internal id); each row says on the right the side the paper predicts for it ('< 0' for r1_minus_r4,
+    whose paper predicts Small below Base; '> 0' for the other superiority rows); a row past its panel's scale gets
+    an arrow; an interval wider than an Acc@1 difference can be gets † and a note with its seeds and t quantile —
+    and a narrow one does not. The figure fits one screen (at most 1600 px tall at the 120 dpi it is saved with)."""
+    import matplotlib
+    import yaml
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plan = P.load("plan.yaml")
+    layout = yaml.safe_load(open(V.FIGURE_LAYOUT))
+    panels = [q for col in layout["columns"] for p in col for q in p["questions"]]
+    asked = {q["id"] for s in plan["studies"].values() for q in s["questions"]}
+    assert sorted(panels) == sorted(set(panels)) and set(panels) == asked
+    assert asked <= set(layout["labels"]) and set(plan["studies"]) <= set(layout["studies"])
+    claims = pd.read_csv("results/evidence/claims.csv")
+    fig = V.figure(claims, plan, layout)
+    assert fig.get_figheight() * 120 <= 1600
+    panels_ax = [ax for sub in fig.subfigs for ax in sub.axes]  # two columns of panels
+    assert len(panels_ax) == sum(len(col) for col in layout["columns"])
+    left = [t.get_text() for ax in panels_ax for t in ax.get_yticklabels()]
+    assert len(left) == len(claims) and not any("_" in t for t in left)
+    right = [t.get_text() for ax in panels_ax for sec in ax.child_axes for t in sec.get_yticklabels()]
+    assert len(right) == len(claims)
+    mlp = [r for r, l in zip(right, left) if l.startswith("MLP ratio 1")]
+    assert mlp and all(r.startswith("paper: < 0") for r in mlp)
+    assert sum(r.startswith("paper: > 0") for r in right) == (claims.test == "superiority").sum() - len(mlp)
+    assert [r for r in right if "†" in r] == [r for r in right if "-124.37" in r]  # the exploratory half_n_ref
+    notes = " ".join(ax.get_xlabel() for ax in panels_ax)
+    assert "t(0.995, 2) = 9.92" in notes and "n = 3 seeds" in notes
+    arrows = [l for ax in panels_ax for l in ax.lines if l.get_marker() in ("<", ">")]
+    assert len(arrows) == ((claims.ci_low < -40) & claims.question.isin(["half_n_ref", "half_n_free"])).sum()
+    plt.close(fig)
+    # flips: the same row at a physical width loses its dagger and its note
+    narrow = claims.copy()
+    narrow.loc[narrow.ci_low < -100, "ci_low"] = -70.0
+    fig = V.figure(narrow, plan, layout)
+    panels_ax = [ax for sub in fig.subfigs for ax in sub.axes]
+    assert not any("†" in t.get_text() for ax in panels_ax for sec in ax.child_axes for t in sec.get_yticklabels())
+    assert "t(0.995" not in " ".join(ax.get_xlabel() for ax in panels_ax)
+    plt.close(fig)
+    assert V.predicted_side("non_inferiority", "greater", 5.6)[:2] == ("> −5.6", -5.6)
+    assert V.predicted_side("equivalence", "none", 1.0) == ("within ±1", -1.0, 1.0)

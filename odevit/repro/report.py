@@ -139,6 +139,26 @@ def budget_of(cells: pd.DataFrame, names: List[str]) -> tuple:
     return budget(cells, names), conv
 
 
+QUICK_RUN_LABEL = "quick run (CPU slice, not converged: no verdict)"  # how 03 / 05 / 07 name a run whose claims are gated
+
+
+def gate(verdict: str, converged: bool) -> str:
+    """The convergence gate: a decided or inconclusive verdict of a claim resting on a run that had not finished
+    learning becomes stats.NOT_CONVERGED (its numbers stay, the verdict goes); not measured, fact and not a claim
+    stay what they are."""
+    if not converged and verdict not in (stats.NOT_MEASURED, stats.FACT, stats.NOT_A_CLAIM):
+        return stats.NOT_CONVERGED
+    return verdict
+
+
+def decide(e: dict, converged: bool, holm_p: Optional[float] = None, replication_min: float = stats.REPLICATION,
+           unit_p: Optional[float] = None) -> str:
+    """The verdict of one claim row wherever it is printed — 07's claims table (`claims`), 03's headline rows, 05's
+    ablation table (`ablations`) — so that no notebook says what the report does not: `stats.verdict` (Holm,
+    replication and unit gates included), then the convergence `gate`."""
+    return gate(stats.verdict(e, holm_p, replication_min, unit_p), converged)
+
+
 def _per_seed(cells: pd.DataFrame, name: str, col: str = "acc1") -> pd.Series:
     g = cells[cells.cell == name]
     return g.set_index("seed")[col].astype(float) if col in g else pd.Series(dtype=float)
@@ -278,10 +298,10 @@ def claims(results: str = "results", reference: str = "ref", margin_pts: float =
         if not r["verdict"]:
             r["replication"] = stats.replication(e)
             c = paper.claim(r["claim"])  # per_unit: unit_p gates it (NaN: undecided)
-            r["verdict"] = stats.verdict(e, r["holm_p"] if c.family else None, replication_min,
-                                         r["unit_p"] if c.per_unit else None)
-        if not conv and r["verdict"] not in (stats.NOT_MEASURED, stats.FACT, stats.NOT_A_CLAIM):
-            r["verdict"] = stats.NOT_CONVERGED  # numbers, no verdict: a run it rests on had not finished learning
+            r["verdict"] = decide(e, conv, r["holm_p"] if c.family else None, replication_min,
+                                  r["unit_p"] if c.per_unit else None)
+        else:  # Prop. 1's bound verdict: the same gate (numbers, no verdict, where a run had not finished learning)
+            r["verdict"] = gate(r["verdict"], conv)
     return pd.DataFrame(rows, columns=CLAIM_COLUMNS)
 
 
@@ -372,7 +392,8 @@ def test_images(limit: int = 0, dataset: str = "") -> str:
 
 def ablations(cells: pd.DataFrame, reference: str = "ref") -> pd.DataFrame:
     """`comparisons` (reference − cell, raw 95 % interval) with, per cell, the claim it tests (paper.CLAIMS), the
-    direction the paper predicts, the Holm-adjusted p of the ablation family beside the raw p, and the verdict."""
+    direction the paper predicts, the Holm-adjusted p of the ablation family beside the raw p, and the verdict —
+    `decide`, the claims table's own: a cell or reference run that had not finished learning gives "not converged"."""
     table = comparisons(cells, reference)
     by_cell = {b: cid for cid, a, b in PAIRS if a == "ref"}
     table["claim"] = table.cell.map(by_cell).fillna("")
@@ -383,7 +404,7 @@ def ablations(cells: pd.DataFrame, reference: str = "ref") -> pd.DataFrame:
     verdicts, reps = [], []
     for r in table.itertuples():
         e = {"direction": r.direction, "n": r.seeds, "ci_low": r.ci_low, "ci_high": r.ci_high, "null": 0.0}
-        verdicts.append(stats.verdict(e, None if math.isnan(r.holm_p) else r.holm_p))
+        verdicts.append(decide(e, budget_of(cells, [reference, r.cell])[1], None if math.isnan(r.holm_p) else r.holm_p))
         reps.append(stats.replication(e))
     table["verdict"], table["replication"] = verdicts, reps
     return table

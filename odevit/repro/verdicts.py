@@ -25,6 +25,7 @@ import glob
 import math
 import os
 import sys
+import textwrap
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -382,45 +383,118 @@ def run_time(plan: Dict[str, Any], results: str = "results") -> pd.DataFrame:
                                        "train_images", "busy_wall_s", "process_s", "img_per_s"])
 
 
-def figure(claims: pd.DataFrame, plan: Dict[str, Any]):
-    """Forest plot, one panel per study (its own x range, titled with its budget and seeds): each question's interval
-    at its level, confirmatory (black-edged dot) above exploratory, the null at 0 and the margins dotted; colour and
-    the text on the right = the verdict (the claims figure's colours)."""
-    import matplotlib.pyplot as plt
+FIGURE_LAYOUT = os.path.join(os.path.dirname(__file__), "plan1_figure.yaml")  # panels, plain labels: data
 
-    studies = [n for n in plan["studies"] if (claims.study == n).any()]
-    sizes = [int((claims.study == n).sum()) for n in studies]
-    fig, axes = plt.subplots(len(studies), 1, figsize=(10, 0.42 * sum(sizes) + 1.1 * len(studies) + 0.6),
-                             gridspec_kw={"height_ratios": sizes}, squeeze=False)
-    for ax, name in zip(axes[:, 0], studies):
-        c = claims[claims.study == name].reset_index(drop=True)
-        st = plan["studies"][name]
-        for i, r in c.iterrows():
-            col = color(r.verdict)
-            y = len(c) - 1 - i
-            if r.n and not math.isnan(r.ci_low):
-                ax.plot([r.ci_low, r.ci_high], [y, y], color=col, lw=3)
-            if r.n:
-                ax.plot(r["mean"], y, "o", color=col, ms=6, mec="black" if r.status != "exploratory" else "none")
-            ax.text(1.01, y, str(r.verdict), transform=ax.get_yaxis_transform(), va="center", fontsize=8,
-                    color=col if r.verdict not in (INCOMPLETE, NOT_MEASURED) else "black")
-            if r.margin and r.test != "superiority":
-                for v in ([-r.margin, r.margin] if r.test == "equivalence" else [-r.margin]):
-                    ax.plot([v, v], [y - 0.4, y + 0.4], color="black", lw=1, ls=":")
-        ax.axvline(0, color="black", lw=0.8)
-        ax.set_ylim(-0.6, len(c) - 0.4)
-        ax.set_yticks(range(len(c)))
-        ax.set_yticklabels([f"{r.question} ({'exploratory' if r.status == 'exploratory' else 'confirmatory'})"
-                            for r in c.iloc[::-1].itertuples()], fontsize=8)
-        b = st["budget"]
-        ax.set_title(f"{name}: {b['train_limit'] or 55000:,} images x {b['epochs']} epochs, seeds "
-                     f"{min(st['seeds'])}-{max(st['seeds'])} ({len(st['seeds'])})"
-                     + ("; exploratory: seeds 0-2" if (c.status == "exploratory").any() else ""),
-                     fontsize=9, loc="left")
-    axes[-1, 0].set_xlabel("statistic in Acc@1 points (paired by seed; superiority rows: > 0 = the predicted side); "
-                           "bar = (1 - alpha / family size) interval, dotted = margin")
-    fig.suptitle("Plan verdicts on Fashion-MNIST (test set, 10,000 images)", fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1, 0.985))
+
+def predicted_side(test: str, direction: str, margin: float) -> Tuple[str, float, float]:
+    """What the paper predicts for a row, in words, and as the x range it covers: superiority '> 0' (or '< 0' for a
+    'less' row such as r1_minus_r4), non-inferiority '> -margin', equivalence 'within ±margin'."""
+    m = float(margin) if margin == margin and margin is not None else 0.0
+    if test == "equivalence":
+        return f"within ±{m:g}", -m, m
+    edge = -m if test == "non_inferiority" else 0.0
+    if direction == "less":
+        return (f"< {-edge:g}" if edge else "< 0"), -math.inf, -edge
+    return (f"> {edge:g}".replace("-", "−") if edge else "> 0"), edge, math.inf
+
+
+def _beyond(r: Any) -> str:
+    """Why an interval runs past what an Acc@1 difference can be (±100 pt): its seeds and t quantile; "" if not."""
+    if not (r.n and r.n >= 2 and (r.ci_low < -100 or r.ci_high > 100)):
+        return ""
+    q = float(st.t.ppf(1 - r.alpha_each / 2, r.n - 1))
+    return (f"n = {int(r.n)} seeds: the interval is mean ± t({1 - r.alpha_each / 2:.3f}, {int(r.n) - 1}) = {q:.2f} "
+            f"× SE, wider than any Acc@1 difference (±100 pt) — the t formula's width, not a range of values")
+
+
+def figure(claims: pd.DataFrame, plan: Dict[str, Any], layout: Optional[Dict[str, Any]] = None):
+    """Forest plot of plan 1's verdicts, one panel per kind of question (plan1_figure.yaml: panels, their x scales and
+    the rows' plain labels), two columns. Each row: its interval at its level and mean (filled, black-edged dot =
+    confirmatory; open dot = exploratory), the side the paper predicts for that row shaded and said in words on the
+    right with the verdict (coloured as every figure colours it) and the numbers; a row past its panel's scale is
+    drawn to the edge with an arrow (its numbers on the right); an interval wider than an Acc@1 difference can be
+    (±100 pt) is marked † and explained under its panel."""
+    import matplotlib.pyplot as plt
+    import yaml
+
+    layout = layout or yaml.safe_load(open(FIGURE_LAYOUT))
+    labels, studies = layout["labels"], layout["studies"]
+    order = {n: i for i, n in enumerate(plan["studies"])}
+
+    def images(name: str) -> Tuple[int, int]:
+        b = plan["studies"][name]["budget"]
+        return (b["train_limit"] or 55000, b["epochs"])
+
+    def rows_of(panel: Dict[str, Any]) -> pd.DataFrame:
+        c = claims[claims.question.isin(panel["questions"])].copy()
+        c["_q"] = c.question.map({q: i for i, q in enumerate(panel["questions"])})
+        c["_b"] = [images(n) for n in c.study]
+        c["_s"] = (c.status == "exploratory").astype(int)
+        c["_o"] = c.study.map(order)
+        return c.sort_values(["_q", "_b", "_o", "_s"]).reset_index(drop=True)
+
+    columns = [[(p, rows_of(p)) for p in col] for col in layout["columns"]]
+    columns = [[(p, c) for p, c in col if len(c)] for col in columns]
+    tall = max(sum(len(c) for _, c in col) * 0.24 + len(col) * 0.75 for col in columns)
+    fig = plt.figure(figsize=(16, tall + 1.2), layout="constrained")
+    subs = fig.subfigures(1, len(columns), wspace=0.03)
+    for sub, col in zip(np.atleast_1d(subs), columns):
+        axes = sub.subplots(len(col), 1, gridspec_kw={"height_ratios": [len(c) + 1.6 for _, c in col]}, squeeze=False)
+        for ax, (panel, c) in zip(axes[:, 0], col):
+            lo_x, hi_x = panel["xlim"]
+            notes, right = [], []
+            for i, r in c.iterrows():
+                y = len(c) - 1 - i
+                col_ = color(r.verdict)
+                side, s_lo, s_hi = predicted_side(r.test, r.direction, r.margin)
+                ax.fill_betweenx([y - 0.45, y + 0.45], max(s_lo, lo_x), min(s_hi, hi_x), color="#1a9850", alpha=0.12,
+                                 lw=0)
+                if r.margin == r.margin and r.margin and r.test != "superiority":
+                    for v in ([-r.margin, r.margin] if r.test == "equivalence" else [-r.margin]):
+                        ax.plot([v, v], [y - 0.4, y + 0.4], color="black", lw=1, ls=":")
+                expl = r.status == "exploratory"
+                if r.n and r.n >= 2 and not math.isnan(r.ci_low):
+                    a, b = max(r.ci_low, lo_x), min(r.ci_high, hi_x)
+                    if a < b:
+                        ax.plot([a, b], [y, y], color=col_, lw=3, solid_capstyle="butt")
+                    for edge, past, mk in ((lo_x, r.ci_low < lo_x, "<"), (hi_x, r.ci_high > hi_x, ">")):
+                        if past:
+                            ax.plot(edge, y, mk, color=col_, ms=7, clip_on=False)
+                if r.n and lo_x <= r["mean"] <= hi_x:
+                    ax.plot(r["mean"], y, "o", ms=6, mec="black" if not expl else col_,
+                            mfc="white" if expl else col_, mew=1.2)
+                why = _beyond(r)
+                if why:
+                    notes.append(textwrap.fill(f"† {labels[r.question]}, {studies[r.study]}"
+                                               + (", exploratory" if expl else "") + f": {why}", 95))
+                nums = (f"{r['mean']:+.2f} [{r.ci_low:+.2f}, {r.ci_high:+.2f}]{' †' if why else ''}"
+                        if r.n and r.n >= 2 else "")
+                right.append((f"paper: {side} · {r.verdict}" + (f" · {nums}" if nums else ""), col_))
+            ax.axvline(0, color="black", lw=0.8)
+            ax.set_xlim(lo_x, hi_x)
+            ax.set_ylim(-0.6, len(c) - 0.4)
+            ax.set_yticks(range(len(c)))
+            ax.set_yticklabels([f"{labels[r.question]} · {studies[r.study]}"
+                                + (" · exploratory" if r.status == "exploratory" else "")
+                                for r in c.iloc[::-1].itertuples()], fontsize=7.5)
+            ax.grid(axis="y", visible=False)
+            ax.tick_params(axis="x", labelsize=8)
+            sec = ax.secondary_yaxis("right")
+            sec.set_yticks(range(len(c)))
+            sec.set_yticklabels([t for t, _ in right[::-1]], fontsize=7.5)
+            for tick, (_, cl) in zip(sec.get_yticklabels(), right[::-1]):
+                tick.set_color(cl if cl not in (color(INCOMPLETE), color(NOT_MEASURED)) else "black")
+            sec.tick_params(length=0)
+            ax.set_title(panel["title"], fontsize=9, loc="left")
+            if notes:
+                ax.set_xlabel("\n".join(notes), fontsize=7.5, loc="left")
+    fig.suptitle("Plan 1's verdicts (plan.yaml), Fashion-MNIST: difference in test Acc@1, percentage points, all "
+                 "10,000 test images", fontsize=10)
+    fig.supxlabel("dot = mean over seeds (filled, black edge: confirmatory, the plan's seeds; open: exploratory, seeds "
+                  "0-2, judged after the fact); bar = the row's interval at its level (1 - alpha / family size); "
+                  "green = the side the paper predicts\nfor that row (also in words on the right), dotted = margin; "
+                  "an arrow = the interval runs past the panel's scale (its numbers on the right). Each panel has its "
+                  "own scale.", fontsize=8)
     return fig
 
 
