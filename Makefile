@@ -47,10 +47,12 @@ data:
 # `make repro`: every notebook and verdict again from the committed runs (nothing committed is trained again: the
 # stages below only read results), then a slice of committed plan-v2 runs retrained here and set beside them
 # (odevit.repro.slice: the first SLICE_EPOCHS epochs of v2_1k's ref and free, seeds 2100 and 2101). 02_teacher's
-# checkpoint (the quick run's notebooks load it) is rebuilt from its published weights, checked. The stages that
+# checkpoint (the quick run's notebooks load it) is rebuilt from its published weights, checked. 06_dynamics reads
+# the quick run's cell checkpoints (not in git: `dvc repro cell` first, or params.yaml dynamics.weights: published,
+# one seed from weights/), so its committed copy stays. The stages that
 # train (02_teacher, the quick run's cells, the plans' studies) keep their committed outputs; the full retraining is
 # `make plan-v2` (on a GPU: docs/evidence/v2_gpu.sh) and `make evidence` (plan 1). results/repro_time.json: the wall.
-READ_STAGES := 01_data 03_ode_scratch 04_distill 05_ablations 06_dynamics 07_report evidence 08_v2_teacher 09_v2_budget 10_v2_steps 11_v2_design 12_v2_verdicts
+READ_STAGES := 01_data 03_ode_scratch 04_distill 05_ablations 07_report evidence 08_v2_teacher 09_v2_budget 10_v2_steps 11_v2_design 12_v2_verdicts
 SLICE_EPOCHS ?= 10
 repro: $(STAMP) data
 	t0=$$(date +%s) && { test -f checkpoints/02_teacher/best.pt || $(BIN)/python -m odevit.repro.restore; } && \
