@@ -53,7 +53,7 @@ data:
 # train (02_teacher, the quick run's cells, the plans' studies) keep their committed outputs; the full retraining is
 # `make plan-v2` (on a GPU: docs/evidence/v2_gpu.sh) and `make evidence` (plan 1). results/repro_time.json: the wall.
 READ_STAGES := 01_data 03_ode_scratch 04_distill 05_ablations 07_report evidence 08_v2_teacher 09_v2_budget 10_v2_steps 11_v2_design 12_v2_verdicts
-SLICE_EPOCHS ?= 10
+SLICE_EPOCHS ?= 3
 repro: $(STAMP) data
 	t0=$$(date +%s) && { test -f checkpoints/02_teacher/best.pt || $(BIN)/python -m odevit.repro.restore; } && \
 	  $(BIN)/python -m odevit.repro.verdicts2 && \
