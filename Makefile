@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install lock test repro plan-v2 evidence evidence-gpu data clean-venv
+.PHONY: install lock test repro quick plan-v2 evidence evidence-gpu data clean-venv
 
 # The lock (docs/reproducibility.md): uv's `pip compile --generate-hashes` over pyproject.toml's dependencies and
 # its extras, a plain requirements file that pip installs itself with --require-hashes (no extra tool at install
@@ -61,6 +61,12 @@ repro: $(STAMP) data
 	  $(BIN)/python -m odevit.repro.slice --epochs $(SLICE_EPOCHS) && \
 	  $(BIN)/python -m odevit.repro.readme && \
 	  $(BIN)/python -m odevit.repro.slice --record-wall $$t0
+
+# the quick run (notebooks 01-07 on a CPU budget where no student finishes learning: for trying the code, not for
+# verdicts; docs/results.md); results/run.json: this machine and the wall time of the dvc repro
+quick: $(STAMP) data
+	t0=$$(date +%s) && PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro 07_report publish && $(BIN)/python -m odevit.repro.readme --record-run $$t0
+	$(BIN)/python -m odevit.repro.readme
 
 # plan v2 in full (plan_v2.yaml rules.made_by): every run, resumable from each group's last.pt; on the GPU if any
 plan-v2: $(STAMP) data

@@ -1,6 +1,6 @@
 """Compare this checkout's results with another run's: did a rerun reproduce the numbers, and the conclusions?
 
-    python -m odevit.repro.compare HEAD                 # a fresh `make repro` here vs the results committed at HEAD
+    python -m odevit.repro.compare HEAD                 # a fresh `make quick` here vs the results committed at HEAD
     python -m odevit.repro.compare /path/to/results     # vs another results directory (or a checkout holding results/)
     python -m odevit.repro.compare v1 --this v2         # two git revisions' committed results
 

@@ -4,9 +4,9 @@
                                              # and of the docs pages in PAGES
     python -m odevit.repro.readme --check    # exit 1 and name the sections that differ from the results files
     python -m odevit.repro.readme --record-run T0   # results/run.json: wall time since T0 (epoch s) of the `dvc repro`
-                                              # that just ended, and the machine (make repro calls it)
+                                              # that just ended, and the machine (make quick calls it)
 
-`make repro` runs it after `dvc repro`; tests/test_readme.py fails when a section is stale. Each section is a
+`make quick` runs it after `dvc repro`; tests/test_readme.py fails when a section is stale. Each section is a
 function that reads its results files into its template, docs/templates/NAME.md.j2 (the wording, `wording.fill`);
 the README's own and the small pages' sections are here, the others in a module per page: v2_pages (the
 README's claims table, docs/v2.md), results_pages

@@ -1,6 +1,6 @@
 """The quick run's generated sections (docs/results.md: its claims, tables and dynamics, the CPU and GPU studies,
 the run's time; docs/performance.md: the benchmark), each filled into its template (docs/templates/NAME.md.j2); and
-the record of a `make repro` run that the run-time section reads (results/run.json, `readme --record-run`)."""
+the record of a `make quick` run that the run-time section reads (results/run.json, `readme --record-run`)."""
 from __future__ import annotations
 
 import glob
@@ -194,7 +194,7 @@ def _phase_rows(run: Dict[str, Any]) -> Dict[str, float]:
 
 
 def run_time(root: str = ".") -> str:
-    """The wall-clock time of the `make repro` whose outputs are committed (results/run.json, written by make repro):
+    """The wall-clock time of the `make quick` whose outputs are committed (results/run.json, written by make quick):
     where it went by phase (each stage's timing.json summed, the notebook stages' wall time, DVC and the rest) and
     the training share; the machine it ran on. With an earlier run's record (RUN_BEFORE) of another wall time, each
     phase before and now, and the per-cell medians."""
