@@ -30,6 +30,8 @@ Which verdict file a statement is judged against: a line that names a study of p
 (`SCOPES`: file, heading → verdict file; a section's subsections inherit it). A statement in a section without a
 scope fails ("unscoped"): a new page that states verdicts must say which file they come from. `SKIPPED` lists the
 sections that state verdicts of something else, with the reason. An id that is no row of its verdict file fails too.
+The README's findings name plan-v2 rows in words, not ids: they are generated from results/v2/claims.csv
+(odevit.repro.v2_pages) and tests/test_readme.py fails when they are stale; every v2 row with its id is on docs/v2.md.
 
   (d) The README's v2 table also has a "plan 1" column: for each v2 row, the verdict of the plan-1 row that
       docs/v2_vs_plan1.yaml says it revisits (plan 1's confirmatory row of that study and question; "–" where the
@@ -60,11 +62,15 @@ SOURCES = {"plan1": ("results/evidence/claims.csv", "question", "study"),
            "quick": ("results/07_report/claims.csv", "claim", None)}
 # (file glob, heading the section starts with; "" = the whole file) -> verdict file
 SCOPES: List[Tuple[str, str, str]] = [
+    ("README.md", "## What we found", "v2"),  # generated from results/v2/claims.csv (names rows in words, no ids)
     ("README.md", "### Plan v2", "v2"),
     ("README.md", "### Plan 1", "plan1"),
+    ("docs/v2.md", "", "v2"),           # every plan-v2 row
+    ("outputs/0[89]_v2_*.ipynb", "", "v2"),
+    ("outputs/1[0-9]_v2_*.ipynb", "", "v2"),
     ("docs/results.md", "", "quick"),   # "Results of the default run, in full": the quick run's claims table
     ("docs/plan1.md", "", "plan1"),
-    ("outputs/*.ipynb", "", "quick"),   # the executed notebooks of `make repro`: the quick run
+    ("outputs/0[1-7]*.ipynb", "", "quick"),   # the quick run's executed notebooks (make quick)
 ]
 # sections that state the verdicts of something other than a verdict file: (file glob, heading) -> why
 SKIPPED: Dict[Tuple[str, str], str] = {
@@ -327,11 +333,12 @@ def plan1_column(text: str, mapping: Dict[str, Optional[dict]], plan1: pd.DataFr
 
 
 def test_the_readme_plan1_column_is_plan1s_verdict_of_the_row_each_v2_row_revisits():
+    """docs/v2.md's table of every v2 row (the README links it for the row-by-row comparison with plan 1)."""
     import yaml
 
     mapping = yaml.safe_load((ROOT / "docs/v2_vs_plan1.yaml").read_text())
     plan1 = pd.read_csv(ROOT / SOURCES["plan1"][0], keep_default_na=False)
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs/v2.md").read_text()
     errors, checked = plan1_column(readme, mapping, plan1)
     assert not errors, "\n".join(errors)
     assert checked == sum(1 for m in mapping.values() if m), checked  # every v2 row that revisits one
@@ -347,7 +354,7 @@ def test_no_readme_doc_or_notebook_line_gives_a_verdict_its_verdict_file_contrad
     errors, counts = scan()
     assert not errors, "\n".join(errors)
     # the matcher reads what it should: every generated verdict table is found (a broken matcher passes nothing)
-    floors = {"README.md": 22, "docs/plan1.md": 35, "docs/results.md": 40, "outputs/03_ode_scratch.ipynb": 4,
+    floors = {"docs/v2.md": 22, "docs/plan1.md": 35, "docs/results.md": 40, "outputs/03_ode_scratch.ipynb": 4,
               "outputs/05_ablations.ipynb": 14, "outputs/07_report.ipynb": 40}
     assert {k: counts.get(k, 0) for k in floors} == {k: max(counts.get(k, 0), v) for k, v in floors.items()}, counts
 
