@@ -99,7 +99,7 @@ def load(path: str):
     import torch
 
     if path.endswith(".pt"):
-        return torch.load(path, map_location="cpu", weights_only=False)
+        return torch.load(path, map_location="cpu", weights_only=True)  # as train.load_checkpoint reads them
     if path.endswith(".json"):
         return json.load(open(path))
     if path.endswith(".csv"):
