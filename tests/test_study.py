@@ -275,7 +275,7 @@ def test_notebook_verdicts_are_the_claims_tables_convergence_gate_included(tmp_p
             assert set(rows.verdict) == {stats.NOT_CONVERGED}
             assert t.set_index("cell").loc["ce", "verdict"] == stats.NOT_A_CLAIM  # the gate leaves it alone
     notebooks = sorted(Path(__file__).parents[1].glob("notebooks/*.ipynb"))
-    assert len(notebooks) == 7
+    assert {nb.name[:3] for nb in notebooks} >= {f"0{i}_" for i in range(1, 8)}  # every notebook is read, 08-12 too
     for nb in notebooks:
         code = "".join("".join(c["source"]) for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "code")
         assert "stats.verdict(" not in code, f"{nb} decides a verdict itself: use report.decide"
