@@ -10,7 +10,7 @@ from typing import Any, Callable, Dict
 
 import pandas as pd
 
-from .wording import WORDS, fill, read_json
+from .wording import WORDS, fill, pt, read_json
 
 CLAIMS = "results/v2/claims.csv"
 
@@ -72,16 +72,19 @@ def _short(r: Dict[str, Any]) -> str:
 
 
 def _word(r: Dict[str, Any]) -> str:
+    """The row's verdict as results/v2/claims.csv says it, shortened for the table: "not converged (2 of 6)" (runs:
+    the legend says so), "not measured yet" (its seed count is in docs/v2.md)."""
     v = r["verdict"]
-    return ("still learning" if v.startswith("not converged") else "not measured yet" if v.startswith("not measured")
-            else "unfair" if v.startswith("unfair") else v)
+    if v.startswith("not converged"):
+        return v.replace(" runs)", ")")
+    return "not measured yet" if v.startswith("not measured") else "unfair" if v.startswith("unfair") else v
 
 
 def _ours(r: Dict[str, Any]) -> str:
     """A row in the claims table: where, its mean [interval] and its verdict."""
     if pd.isna(r["mean"]):
         return f"{_short(r)} *{_word(r)}*"
-    return f"{_short(r)} {r['mean']:+.2f} [{r['ci_low']:+.2f}, {r['ci_high']:+.2f}] *{_word(r)}*"
+    return f"{_short(r)} {pt(r['mean'])} [{pt(r['ci_low'])}, {pt(r['ci_high'])}] *{_word(r)}*"
 
 
 def _name(r: Dict[str, Any]) -> str:
@@ -112,12 +115,13 @@ def v2_claims(root: str = ".") -> str:
     t = read_json(os.path.join(root, "results/v2/teacher/selected.json"))
     return fill("v2-claims", c=c, t=t, groups=groups, ours=_ours, row_name=_name,
                 shown=shown, decided=[(v, [r for r in rows if r["verdict"] == v]) for v in ("supports", "contradicts")],
-                learning=[r for r in rows if _word(r) == "still learning"],
-                waiting=[r for r in rows if _word(r) == "not measured yet"],
+                learning=[r for r in rows if r["verdict"].startswith("not converged")],
+                waiting=[r for r in rows if r["verdict"].startswith("not measured")],
                 undecided=[r for r in rows if _word(r) in ("inconclusive", "unfair")],
                 seeds=" or ".join(str(n) for n in sorted({int(x) for x in c.seeds})),
-                plan1={k: [_name(r) for r in rows if _v2_against(r["verdict"], r["plan1_verdict"]) == k]
-                       for k in ("replicated", "overturned", "changed", "open", "new", "new verdict")})
+                levels=[f"{100 * (1 - a):.4g} %" for a in sorted(set(c.alpha_each), reverse=True)],
+                margins=sorted({float(m) for m in c.margin[c.test == "equivalence"]}),
+                ni_margins=sorted({round(float(m), 2) for m in c.margin[c.test == "non_inferiority"]}))
 
 
 SECTIONS: Dict[str, Callable[[str], str]] = {"v2-claims": v2_claims, "v2-verdicts": v2_verdicts}

@@ -30,9 +30,18 @@ def num(x: float, signed: bool = False, digits: int = 3) -> str:
     return f"{x:+.{digits}g}" if signed else f"{x:.{digits}g}"
 
 
+def pt(x: float, digits: int = 2) -> str:
+    """A signed difference in pt to `digits` decimals; one that rounds to zero gets one more decimal (-0.0013 is
+    -0.001, never "-0.00"), and zero itself is 0.00."""
+    if x == 0:
+        return f"{0:.{digits}f}"
+    s = f"{x:+.{digits}f}"
+    return f"{x:+.{digits + 1}f}" if float(s) == 0 else s
+
+
 def interval(lo: float, hi: float) -> str:
     """' [lo, hi]' signed, or '' where there is no interval (a row of one seed)."""
-    return "" if pd.isna(lo) else f" [{lo:+.2f}, {hi:+.2f}]"
+    return "" if pd.isna(lo) else f" [{pt(lo)}, {pt(hi)}]"
 
 
 def ci(lo: float, hi: float, signed: bool, digits: int = 3) -> str:
@@ -59,7 +68,7 @@ class _Joined(jinja2.ext.Extension):
 
 ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), trim_blocks=True, lstrip_blocks=True,
                          undefined=jinja2.StrictUndefined, autoescape=False, extensions=[_Joined])
-ENV.filters.update(num=num, ci=ci, dash=dash, fmt=format, wrap=wrap, interval=lambda r: interval(r.ci_low, r.ci_high),
+ENV.filters.update(num=num, pt=pt, ci=ci, dash=dash, fmt=format, wrap=wrap, interval=lambda r: interval(r.ci_low, r.ci_high),
                    apply=lambda xs, f: [f(x) for x in xs])
 ENV.tests["na"] = na
 
