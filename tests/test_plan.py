@@ -83,13 +83,14 @@ def test_bad_plans_fail_naming_the_key(committed, tmp_path, edit, message):
 
 def test_the_docs_study_template_passes_the_plan_check_and_the_runners_preflight(tmp_path):
     """docs/plan.md's 'Adding a study' template, as a user copies it: plan.yaml's check accepts it (power stated at
-    the pilot's effect, no paper number), and with the stage block step 3 describes the runner's preflight passes."""
+    the pilot's effect, no paper number), and with the stage step 3 generates the runner's preflight passes."""
     import re
+    import shutil
     from pathlib import Path
 
     import yaml
 
-    from odevit.repro import runner
+    from odevit.repro import runner, stages
 
     root = Path(__file__).resolve().parents[1]
     text = (root / "docs/plan.md").read_text()
@@ -100,10 +101,11 @@ def test_the_docs_study_template_passes_the_plan_check_and_the_runners_preflight
     plan["studies"].update(study)
     P.check(plan)  # raises PlanError on a missing or wrong key
     (name,) = study
-    stages = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
-    copied = yaml.safe_dump(stages["confirm_1k"]).replace("confirm_1k", name)  # step 3: every place it appears
     dvc = tmp_path / "dvc.yaml"
-    dvc.write_text(yaml.safe_dump({"stages": {name: yaml.safe_load(copied)}}))
+    shutil.copy(root / "dvc.yaml", dvc)
+    (tmp_path / "plan.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
+    assert stages.main(["--plan", str(tmp_path / "plan.yaml"), "--dvc", str(dvc)]) == 0  # step 3
+    assert yaml.safe_load(dvc.read_text())["stages"][name]["cmd"].endswith(f"--study {name}")
     runner.preflight(plan, [name], params_file=str(root / "params.yaml"), dvc_file=str(dvc))
     row = P.power_table(plan).set_index("id").loc[study[name]["questions"][0]["id"]]
     assert row.power_pilot >= P.POWER_MIN  # the template's seeds reach its stated power at the pilot's effect

@@ -251,30 +251,33 @@ def test_device_script_checks_its_arguments_before_anything(tmp_path):
 
 
 def test_preflight_names_what_a_new_study_lacks_before_anything_trains(tmp_path):
-    """A user's new study, checked before any run starts (each case once with the fault, once fixed): its stage block
-    in dvc.yaml, every plan.yaml key that block reads (a missing `base` made `dvc commit` fail after the training), a
-    budget of at least one batch (64 images at batch 128 crashed every run with a bare StopIteration) and enough
-    epochs for the convergence rule (with 1 every row reads not converged)."""
+    """A user's new study, checked before any run starts (each case once with the fault, once fixed): dvc.yaml's
+    study stages generated from this plan (`python -m odevit.repro.stages`; a stale dvc.yaml lacks the study's stage),
+    every plan.yaml key its stage reads (a missing `base` made `dvc commit` fail after the training), a budget of at
+    least one batch (64 images at batch 128 crashed every run with a bare StopIteration) and enough epochs for the
+    convergence rule (with 1 every row reads not converged)."""
     import copy
+    import shutil
 
     import yaml
 
+    from odevit.repro import stages
     from odevit.repro.config import ConfigError
 
     plan = P.load("plan.yaml")
     mine = copy.deepcopy(plan["studies"]["confirm_1k"])
     mine["budget"] = {"train_limit": 256, "epochs": 4}
     plan["studies"]["mine"] = mine
-    stages = yaml.safe_load(open("dvc.yaml"))["stages"]
-    block = yaml.safe_dump(stages["confirm_1k"]).replace("confirm_1k", "mine")
     dvc = tmp_path / "dvc.yaml"
-    dvc.write_text(yaml.safe_dump({"stages": {"confirm_1k": stages["confirm_1k"]}}))
-    with pytest.raises(ConfigError, match="no stage 'mine' for plan study mine"):
+    shutil.copy("dvc.yaml", dvc)
+    with pytest.raises(ConfigError, match=r"dvc.yaml: its study stages are not plan.yaml's \(lacks mine\): run "
+                                          r"`python -m odevit.repro.stages`"):
         runner.preflight(plan, ["mine"], dvc_file=str(dvc))
-    dvc.write_text(yaml.safe_dump({"stages": {"mine": yaml.safe_load(block)}}))
-    runner.preflight(plan, ["mine"], dvc_file=str(dvc))  # as the docs say: passes
+    (tmp_path / "plan.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
+    assert stages.main(["--plan", str(tmp_path / "plan.yaml"), "--dvc", str(dvc)]) == 0  # as the docs say
+    runner.preflight(plan, ["mine"], dvc_file=str(dvc))  # passes
     base = mine.pop("base")
-    with pytest.raises(ConfigError, match=r"plan.yaml: studies.mine.base is missing"):
+    with pytest.raises(ConfigError, match=r"plan.yaml: studies.mine.base is missing: its stage reads it"):
         runner.preflight(plan, ["mine"], dvc_file=str(dvc), running=False)  # also before --commit
     mine["base"] = base
     batch = yaml.safe_load(open("params.yaml"))["base"]["batch_size"]

@@ -23,10 +23,11 @@ hash now) under this plan: a run made by other code is refused, never adopted; a
 checkpoints this machine's DVC cache lacks (no DVC remote) is left as recorded. A study that trains its own teacher
 (plan.yaml: studies.STUDY.teacher) has it trained first (`study_teacher`, stage STUDY_teacher) and committed with it.
 
-Before anything starts, `preflight` checks what a study needs to train and be recorded (its dvc.yaml stage block,
-the plan.yaml keys that block reads, a budget of at least one batch and enough epochs for the convergence rule) and
-stops with one line naming what is missing; runs this machine must not make are listed and left out (`refusals`; the others go on, and
-the exit code does not count them): a study's runs where its finished runs did their arithmetic on another device
+Before anything starts, `preflight` checks what a study needs to train and be recorded (dvc.yaml's study stages
+as `python -m odevit.repro.stages` generates them from this plan.yaml, the plan.yaml keys its stage reads, a budget
+of at least one batch and enough epochs for the convergence rule) and stops with one line naming what is missing;
+runs this machine must not make are listed and left out (`refusals`; the others go on, and the exit code does not
+count them): a study's runs where its finished runs did their arithmetic on another device
 (plan.yaml rules.machine: one machine type per study; `--other-machine` for a replicate, plan.yaml `replicates`), and
 cells of a study's own teacher whose training is recorded but whose checkpoint is not here (training it again gives
 another teacher: docs/evidence/teacher_retrain_xeon). A study teacher trained here is therefore kept in git, its
@@ -39,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import glob
 import json
 import math
@@ -56,6 +56,7 @@ from tqdm import tqdm
 
 from . import config, pipeline, provenance
 from . import plan as plan_mod
+from . import stages as study_stages
 from . import study_teacher, train
 from ..hub import sha256
 from .config import ConfigError
@@ -119,30 +120,26 @@ def teachers(plan: dict, studies: List[str]) -> List[Tuple[str, str, Tuple[int, 
 def preflight(plan: dict, studies: List[str], params_file: str = "params.yaml", dvc_file: str = "dvc.yaml",
               running: bool = True) -> None:
     """Check, before any run starts, what would otherwise fail later or give rows no verdict could come from; a
-    ConfigError names the key and what is allowed. Each study needs its stage block in dvc.yaml (copied from a study
-    block: docs/plan.md), and every plan.yaml key that block reads as params (`dvc commit` fails on a missing one, after
-    the training). With `running` (runs to train): a training budget of at least one batch (the loader drops the last
-    partial batch: fewer images than base.batch_size give an epoch with no step) and enough epochs for the plan's
-    convergence rule to judge (its last quarter and one epoch before it: else every row reads *not converged*)."""
-    stages = (config.read_yaml(dvc_file) or {}).get("stages", {}) if os.path.isfile(dvc_file) else None
-    cfg = config.check_stage("cell", params_file) if running else None
+    ConfigError names the key and what is allowed. dvc.yaml's study stages must be the plan's (`stages.stale`: they
+    are generated from plan.yaml by `python -m odevit.repro.stages`; a stale copy would make `dvc commit` fail or
+    record the run under another stage, after the training), and every plan.yaml key a study's stage reads must be
+    there (`stages.studies`: `dvc commit` fails on a missing one, after the training). With `running` (runs to train):
+    a training budget of at least one batch (the loader drops the last partial batch: fewer images than
+    base.batch_size give an epoch with no step) and enough epochs for the plan's convergence rule to judge (its last
+    quarter and one epoch before it: else every row reads *not converged*)."""
+    try:
+        study_stages.studies(plan, plan_mod.PLAN_FILE)  # the keys every study's stage reads
+        problem = study_stages.stale(plan, dvc_file, plan_mod.PLAN_FILE) if os.path.isfile(dvc_file) else None
+    except study_stages.StagesError as e:
+        raise ConfigError(str(e)) from None
+    if problem:
+        raise ConfigError(problem)
+    if not running:
+        return
+    cfg = config.check_stage("cell", params_file)
     frac = float(plan["rules"]["convergence"]["window_frac"])
     for s in studies:
         st = plan["studies"][s]
-        if stages is not None:
-            if s not in stages:
-                raise ConfigError(f"{dvc_file}: no stage '{s}' for plan study {s}: copy a study's stage block and put "
-                                  f"{s} in each of its places (docs/plan.md, 'Adding a study')")
-            for entry in stages[s].get("params", []):
-                for key in (entry.get(plan_mod.PLAN_FILE, []) if isinstance(entry, dict) else []):
-                    for path in dict.fromkeys(key.replace("${item.cell}", c) for c in st["cells"]):
-                        try:
-                            functools.reduce(lambda node, k: node[k], path.split("."), plan)
-                        except (KeyError, TypeError):
-                            raise ConfigError(f"{plan_mod.PLAN_FILE}: {path} is missing: {dvc_file}'s stage {s} reads "
-                                              "it (e.g. `base: {precision: fp32}` as the other studies have)") from None
-        if cfg is None:
-            continue
         batch = plan_configs(cfg, s, plan=plan)[0]["base"].batch_size
         limit, epochs = st["budget"]["train_limit"], st["budget"]["epochs"]
         if 0 < limit < batch:
