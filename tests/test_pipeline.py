@@ -8,6 +8,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pandas as pd
@@ -30,13 +31,22 @@ TINY = {
 }
 
 
+# plan.yaml's studies the tiny pipeline leaves out: each runs the same code as a study it keeps, at another budget
+# (confirm_55k_40ep, confirm_3k, confirm_10k as confirm_55k and confirm_1k; remedy_3k_b as remedy_3k). Its study stages
+# come from its plan (python -m odevit.repro.stages, as for any plan): 24 runs instead of 40, each a DVC stage and a
+# process (~13 s on 2 cores).
+TINY_LEAVES_OUT = ("confirm_55k_40ep", "confirm_3k", "confirm_10k", "remedy_3k_b")
+
+
 def tiny_plan() -> dict:
-    """plan.yaml's studies at a tiny budget: 2 seeds, 2 epochs, 64 images; every study keeps its questions whose cells
-    it keeps (confirm_55k all three cells, the other confirm_ studies ref and free, the ablation study ref and
+    """plan.yaml's studies (but TINY_LEAVES_OUT) at a tiny budget: 2 seeds, 2 epochs, 64 images; every study keeps its
+    questions whose cells it keeps (confirm_55k all three cells, confirm_1k ref and free, the ablation study ref and
     jasmin_off, teacher strength ref and ref_strong with a 2-epoch teacher), status exploratory (no power gate at 2 seeds)
     and no exploratory snapshot (not copied)."""
     plan = yaml.safe_load((ROOT / "plan.yaml").read_text())
     plan.pop("replicates", None)  # their folders are not copied
+    for name in TINY_LEAVES_OUT:
+        del plan["studies"][name]
     for name, st in plan["studies"].items():
         st.update(status="exploratory", seeds=[0, 1], budget={"train_limit": 64, "epochs": 2})
         if name.startswith("confirm_") and name not in ("confirm_55k",):
@@ -126,6 +136,7 @@ def repro(tmp_path_factory):
         (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
     (work / "params.yaml").write_text(yaml.safe_dump(tiny_params()))
     (work / "plan.yaml").write_text(yaml.safe_dump(tiny_plan()))
+    subprocess.run([sys.executable, "-m", "odevit.repro.stages"], cwd=work, check=True)  # its study stages
     evidence_deps = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["evidence"]["deps"]
     for d in evidence_deps:  # the evidence stage's exploratory and replicate folders (empty here)
         if d.startswith("docs/evidence/"):
@@ -153,7 +164,7 @@ def repro(tmp_path_factory):
 
 @pytest.mark.slow
 def test_dvc_repro_tiny_writes_every_declared_output(repro):
-    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    stages = yaml.safe_load((repro / "dvc.yaml").read_text())["stages"]  # the study stages of the tiny plan
     cells = TINY["study"]
     for name, seed in [(c, s) for c in cells["cells"] for s in cells["seeds"]]:  # the matrix stage: every cell
         m = json.loads((repro / f"results/cells/{name}/s{seed}/metrics.json").read_text())
@@ -405,6 +416,18 @@ def test_dvc_commands_work_on_a_fresh_clone(tmp_path):
     clones = [tmp_path / f"c{i}" for i in range(2)]
     for c in clones:
         subprocess.run(["git", "clone", "-q", str(ROOT), str(c)], check=True)
+    # docs/plan.md's example study, added as its "Adding a study" says: one block in plan.yaml, one command
+    # (python -m odevit.repro.stages); then DVC plans its runs (`dvc repro --dry my_ablation`, among the commands)
+    doc = (ROOT / "docs/plan.md").read_text()
+    block = textwrap.dedent(doc[doc.index("```yaml", doc.index("## Adding a study")) + 7:].split("```")[0])
+    example = yaml.safe_load(block)
+    assert list(example) == ["my_ablation"]
+    with open(clones[1] / "plan.yaml", "a") as f:
+        f.write(textwrap.indent(block, "  "))
+    plan = yaml.safe_load((clones[1] / "plan.yaml").read_text())
+    assert plan["studies"]["my_ablation"] == example["my_ablation"]
+    subprocess.run([sys.executable, "-m", "odevit.repro.stages"], cwd=clones[1], env=env, check=True)
+    cmds.insert(1, ["dvc", "repro", "--dry", "my_ablation"])  # clones[1] runs the odd commands
 
     def run_half(i):
         out = []
@@ -418,6 +441,9 @@ def test_dvc_commands_work_on_a_fresh_clone(tmp_path):
     assert len(results) == len(cmds)
     for cmd, r in results:
         assert r.returncode == 0, f"{' '.join(cmd)}: " + r.stdout[-2000:] + r.stderr[-2000:]
+    dry = next(r for cmd, r in results if cmd[-1] == "my_ablation").stdout
+    runs = [f"my_ablation@{c}-{s}" for c in example["my_ablation"]["cells"] for s in example["my_ablation"]["seeds"]]
+    assert all(f"Running stage '{r}'" in dry for r in runs), dry[-2000:]
 
 
 def test_stage_per_notebook():
