@@ -1,5 +1,7 @@
 """odevit.repro.slice: the make-repro comparison of retrained epochs with committed ones (pure parts, hand-made data;
 the retraining itself is fast.train_cell, covered by tests/test_fast.py)."""
+import sys
+
 import pandas as pd
 import pytest
 
@@ -87,3 +89,36 @@ def test_make_repro_reexecutes_every_reading_notebook_and_trains_nothing():
     notebooks = {n for n, s in stages.items() if "odevit.repro.notebook" in str(s.get("cmd", ""))
                  and not any(t in s["cmd"] for t in TRAINING)}
     assert notebooks <= set(read), f"notebook stages make repro does not re-execute: {sorted(notebooks - set(read))}"
+
+
+def test_reread_runs_each_stage_by_its_dvc_command_and_stops_at_the_first_failure(tmp_path, monkeypatch, capsys):
+    """make repro's reading stages: their dvc.yaml commands in the order given; a stage dvc.yaml lacks, or a matrix
+    stage, is refused before anything runs; a failing stage stops the ones after it and names itself."""
+    import yaml
+
+    from odevit.repro import reread
+
+    monkeypatch.chdir(tmp_path)
+    py = sys.executable
+    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {
+        "a": {"cmd": f"{py} -c \"open('a', 'w').write('1')\""},
+        "b": {"cmd": f"{py} -c \"import sys; sys.exit(3)\""},
+        "c": {"cmd": f"{py} -c \"open('c', 'w').write('1')\""},
+        "m": {"matrix": {"x": [1, 2]}, "cmd": "echo ${item.x}"}}}))
+    assert reread.main(["c", "a"]) == 0 and (tmp_path / "a").exists() and (tmp_path / "c").exists()
+    assert [n for n, _ in reread.commands(["c", "a"])] == ["c", "a"]
+    (tmp_path / "a").unlink(), (tmp_path / "c").unlink()
+    assert reread.main(["a", "b", "c"]) == 3
+    assert (tmp_path / "a").exists() and not (tmp_path / "c").exists()
+    assert "stage 'b' failed (exit 3)" in capsys.readouterr().err
+    assert reread.main(["a", "nope"]) == 2 and not (tmp_path / "c").exists()
+    assert "no stage 'nope'" in capsys.readouterr().err
+    assert reread.main(["m"]) == 2 and "matrix/foreach" in capsys.readouterr().err
+
+
+def test_make_repro_rereads_its_stages_then_records_them_once():
+    """The Makefile's repro recipe: reread over READ_STAGES, then one dvc commit of the same stages."""
+    text = open("Makefile").read()
+    recipe = text[text.index("\nrepro:"):text.index("\nquick:")]
+    assert "odevit.repro.reread $(READ_STAGES)" in recipe and "dvc commit --force --quiet $(READ_STAGES)" in recipe
+    assert "$(BIN)/dvc repro" not in recipe
