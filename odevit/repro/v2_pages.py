@@ -120,4 +120,6 @@ def v2_claims(root: str = ".") -> str:
                        for k in ("replicated", "overturned", "changed", "open", "new", "new verdict")})
 
 
+row_label = _v2_label  # the same words for plan v2's notebooks (odevit.repro.v2_figures)
+
 SECTIONS: Dict[str, Callable[[str], str]] = {"v2-claims": v2_claims, "v2-verdicts": v2_verdicts}
