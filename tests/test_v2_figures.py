@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -102,7 +103,108 @@ def test_missing_cells_say_not_measured_and_appear_once_their_files_exist(tmp_pa
     pts = v2.budget_points(plan, runs).set_index(["images", "cell"])
     assert pts.loc[(55000, "free"), "n"] == 4 and pts.loc[(55000, "ref"), "n"] == 0
     fair = v2.teacher_vs_free(plan, runs, d["teacher"], d["claims"]).set_index("training images")
-    assert fair.loc[55000, "free ODE test Acc@1 (%)"] == pytest.approx(runs[runs.study == "v2_55k"].acc1.mean(), abs=0.01)
+    assert float(fair.loc[55000, "free ODE test Acc@1 (%)"]) == pytest.approx(runs[runs.study == "v2_55k"].acc1.mean(),
+                                                                              abs=0.01)
+
+
+def test_a_row_with_no_measured_seed_shows_no_converged_count():
+    """claims.csv counts the runs a row uses that exist (strong_minus_weak_teacher: ref's 6 of its 12), but beside
+    "0 of 6 seeds" that count reads as the row's: the tables print – until the row has a measured seed."""
+    c = CLAIMS.set_index("question")
+    assert c.loc["strong_minus_weak_teacher", "n"] == 0 and c.loc["strong_minus_weak_teacher", "converged"] != "–"
+    t = v2.rows(CLAIMS).set_index("row")
+    assert t.loc["strong_minus_weak_teacher", "runs converged"] == "–"
+    measured = CLAIMS[CLAIMS.n > 0].question
+    assert len(measured) and (t.loc[measured, "runs converged"] == c.loc[measured, "converged"]).all()
+    assert (v2.verdict_table(CLAIMS).set_index("row").loc[CLAIMS[CLAIMS.n == 0].question, "runs converged"] == "–").all()
+
+
+def test_no_negative_zero_is_printed():
+    """wording.pt, the one formatter of a signed difference: a value that rounds to zero gets a decimal more, then
+    no sign; the tables print through it and keep each cell as written (tabulate would reparse "-0.001", "+2.46")."""
+    from odevit.repro.wording import pt
+    assert [pt(x) for x in (-0.0013, 0.0013, -0.0004, 0.0, -0.0, -0.63, 2.455, -23.62, -7.5)] == [
+        "-0.001", "+0.001", "0.000", "0.00", "0.00", "-0.63", "+2.46", "-23.62", "-7.50"]
+    md = v2.rows_markdown(CLAIMS, family="v2_steps")
+    assert "[-1.27, -0.001]" in md and "-7.50" in md and not re.search(r"-0\.0+(?!\d)", md)
+    assert "+2.46" in v2.rows_markdown(CLAIMS, ["ts_minus_free_1k"])
+    for name in notebook.PLAN_V2:  # the executed copies readers read
+        nb = nbformat.read(str(ROOT / f"outputs/{name}.ipynb"), as_version=4)
+        for c in nb.cells:
+            for o in c.get("outputs", []):
+                text = o.get("data", {}).get("text/markdown") or o.get("data", {}).get("text/html") or ""
+                assert not re.search(r"-0\.0+(?!\d)", text), f"{name}: a negative zero"
+
+
+def test_rows_are_named_in_words_in_tables_and_figures():
+    """Each row carries docs/v2.md's words for it (words.yaml v2_labels via v2_pages.row_label), beside its id, in
+    the tables and as the figures' row labels."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from odevit.repro.v2_pages import row_label
+    words = {q: row_label(q) for q in CLAIMS.question}
+    assert all(w != q for q, w in words.items())  # every row has words
+    t = v2.verdict_table(CLAIMS)
+    assert list(t[v2.WORDS_COLUMN]) == [words[q] for q in CLAIMS.question]
+    for name in ("11_v2_design", "12_v2_verdicts"):
+        text = json.dumps(nbformat.read(str(ROOT / f"outputs/{name}.ipynb"), as_version=4))
+        for q in ROWS[name]:
+            assert json.dumps(words[q])[1:-1] in text, (name, q)
+    plan = yaml.safe_load(Path(PLAN).read_text())
+    for fam in v2.families(plan):
+        fig = v2.verdicts2.figure(CLAIMS, fam, plan, label=row_label)
+        labels = [x.get_text() for x in fig.axes[0].get_yticklabels()]
+        rows = CLAIMS[CLAIMS.family == fam].question
+        assert [lb.split("\n")[0] for lb in labels] == [words[q] for q in rows][::-1], fam
+        assert all(f"({q}" in lb for q, lb in zip(rows[::-1], labels))
+        plt.close(fig)
+
+
+def test_family_figures_name_seeds_zoom_and_say_not_measured():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plan = yaml.safe_load(Path(PLAN).read_text())
+    figs = {f: v2.verdicts2.figure(CLAIMS, f, plan) for f in v2.families(plan)}
+    title = {f: fig._suptitle.get_text() for f, fig in figs.items()}
+    assert "2100–2105 (1,000 training images)" in title["v2_headline"] and "2400–2403 (55,000)" in title["v2_headline"]
+    assert "1 row," in title["v2_teacher_strength"] and "1 rows" not in title["v2_teacher_strength"]
+    steps = figs["v2_steps"].axes
+    assert len(steps) == 2 and steps[1].get_xlim() == (-4.0, 4.0)  # the zoom that shows the +-1 pt margins
+    assert len(figs["v2_headline"].axes) == 1  # intervals of a few pt: one scale suffices
+    ts = figs["v2_teacher_strength"].axes[0]
+    assert any(t.get_text().startswith(v2.NOT_MEASURED) for t in ts.texts) and not ts.get_xticks().size
+    plt.close("all")
+
+
+def test_budget_figure_draws_every_headline_row():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    d = v2.load(str(ROOT / "results/v2"), PLAN)
+    fig = v2.budget_figure(v2.budget_points(d["plan"], d["runs"]), d["claims"], d["teacher"], d["plan"])
+    fam = CLAIMS[CLAIMS.family == "v2_headline"]
+    assert len(fig.axes[1].get_yticklabels()) == len(fam)  # retention_55k included
+    assert fig.axes[1].get_ylim() == pytest.approx((-0.6, len(fam) - 0.4))  # top and bottom rows inside the panel
+    assert "2300–2305 (10,000)" in fig._suptitle.get_text()
+    plt.close(fig)
+
+
+def test_one_acc_formatter_for_the_coverage_and_step_tables():
+    """The label-free student's mean at 10,000 images is exactly 82.955 %: both tables print it through v2.acc."""
+    assert v2.acc(82.955) == "82.96" and v2.acc(82.95499999999999) == "82.96" and v2.acc(float("nan")) == "–"
+    d = v2.load(str(ROOT / "results/v2"), PLAN)
+    cov = v2.coverage(d["plan"], d["runs"], ["v2_10k"], ["ref", "free", "remedy"]).set_index("cell")
+    steps = v2.step_table(v2.step_points(d["plan"], d["runs"]))
+    for cell in ("ref", "free", "remedy"):
+        col = next(c for c in steps.columns if c.startswith(f"{cell}:"))
+        assert steps.loc[12, col] == cov.loc[cell, "mean test Acc@1 (%)"], cell
+    r = d["runs"][d["runs"].study == "v2_10k"]
+    assert (r.acc1 == r.acc1_n12).all()  # one number in the runs' files
 
 
 def test_floor_fit_is_the_rule_each_run_recorded():

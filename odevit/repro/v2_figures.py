@@ -10,12 +10,15 @@ from __future__ import annotations
 import json
 import math
 import os
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 import pandas as pd
 
 from . import plan2, verdicts2
+from .v2_pages import row_label  # a row id in words (docs/templates/words.yaml v2_labels), as docs/v2.md names it
+from .wording import pt  # a signed difference in pt, never "-0.00": every difference these tables print
 
 RESULTS = verdicts2.RESULTS
 NOT_MEASURED = "not measured yet"
@@ -32,6 +35,8 @@ CELL_NAMES = {  # plain words for the plan's cell ids
 COLORS = {"ref": "#1b9e77", "ce": "#7570b3", "free": "#d95f02", "remedy": "#e7298a", "layernorm": "#66a61e",
           "jasmin_off": "#e6ab02", "ref_weak": "#a6761d", "teacher": "#444444"}
 VERDICT_COLUMN = "verdict (results/v2/claims.csv)"
+WORDS_COLUMN = "row in words"
+seed_ids = verdicts2.seed_ids  # "2300–2305" (a run of consecutive seeds) or "2900, 2901, 2902"
 
 
 class StaleClaims(RuntimeError):
@@ -92,12 +97,14 @@ def rows(claims: pd.DataFrame, questions: Optional[Sequence[str]] = None, family
     else:
         c = claims[claims.family == family] if family else claims
     out = pd.DataFrame({
-        "row": c.question, "claim": c.claim, "training images": c.budget.str.split(" x ").str[0].str.replace(
-            " images", ""), "seeds": [f"{int(n)} of {int(s)}" for n, s in zip(c.n, c.seeds)],
+        "row": c.question, WORDS_COLUMN: [row_label(q) for q in c.question], "claim": c.claim,
+        "training images": [f"{int(b.split(' ')[0]):,}" for b in c.budget],
+        "seeds": [f"{int(n)} of {int(s)}" for n, s in zip(c.n, c.seeds)],
         "mean difference (pt)": [_num(x) for x in c["mean"]],
         "interval (pt)": [f"[{_num(lo)}, {_num(hi)}]" if _finite(lo) else "–" for lo, hi in zip(c.ci_low, c.ci_high)],
         "test": [f"{t}" + (f", margin {m:.2f} pt" if t != "superiority" else "") for t, m in zip(c.test, c.margin)],
-        "runs converged": c.converged, VERDICT_COLUMN: c.verdict})
+        # the runs of a row with no measured seed are those of one cell only: no count until the row has a seed
+        "runs converged": [v if int(n) > 0 else "–" for v, n in zip(c.converged, c.n)], VERDICT_COLUMN: c.verdict})
     return out.reset_index(drop=True)
 
 
@@ -105,8 +112,21 @@ def rows_markdown(claims: pd.DataFrame, questions: Optional[Sequence[str]] = Non
                   ) -> str:
     """rows() as a markdown table (what the notebooks display; tests read its row and verdict columns back)."""
     t = rows(claims, questions, family)
-    return t.drop(columns=["claim"]).to_markdown(index=False) + "\n\n" + "\n".join(
+    return markdown(t.drop(columns=["claim"])) + "\n\n" + "\n".join(
         f"- **{r.row}**: {r.claim}" for r in t.itertuples())
+
+
+def markdown(table: pd.DataFrame) -> str:
+    """A table as markdown, each cell as written (tabulate would reparse "+2.46" as 2.46 and "-7.50" as -7.5)."""
+    return table.to_markdown(index=False, disable_numparse=True)
+
+
+def acc(x: Any) -> str:
+    """An Acc@1 in % to two decimals, a tie rounded up (a mean of six runs on 10,000 images can be exactly 82.955,
+    which float rounding would print as 82.95 in one table and 82.96 in another), or – where missing."""
+    if not _finite(x):
+        return "–"
+    return str(Decimal(f"{float(x):.9f}").quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
 
 
 def _finite(x: Any) -> bool:
@@ -117,7 +137,7 @@ def _finite(x: Any) -> bool:
 
 
 def _num(x: Any) -> str:
-    return f"{float(x):+.2f}" if _finite(x) else "–"
+    return pt(float(x)) if _finite(x) else "–"
 
 
 def printed_rows(markdown: str) -> Dict[str, str]:
@@ -152,7 +172,7 @@ def coverage(plan: Dict[str, Any], runs: pd.DataFrame, studies: Sequence[str], c
             out.append({"training images": images(s), "cell": cell, "what": CELL_NAMES.get(cell, cell),
                         "seeds": f"{n} of {len(seeds)}",
                         "converged": f"{int(got.converged.sum())} of {n}" if n else "–",
-                        "mean test Acc@1 (%)": round(float(got.acc1.mean()), 2) if n else None,
+                        "mean test Acc@1 (%)": acc(got.acc1.mean()) if n else "–",
                         "status": "measured" if n == len(seeds) else f"{NOT_MEASURED} ({n} of {len(seeds)} seeds)"})
     return pd.DataFrame(out)
 
@@ -237,8 +257,8 @@ def teacher_figure(truns: Dict[int, Dict[str, Any]], plan: Dict[str, Any]):
         a.grid(alpha=0.3)
     ax[0].set_title("all epochs", fontsize=9)
     ax[1].set_title("floor phase: dots = epochs, dashed = least-squares line", fontsize=9)
-    ax[0].legend(fontsize=8, loc="lower right")
-    ax[1].legend(fontsize=8, loc="lower right")
+    fig.legend(handles=ax[0].get_legend_handles_labels()[0], fontsize=8, loc="outside lower center",
+               ncol=len(truns) + 1)  # below the panels: it covers no point
     seeds = sorted(truns)
     n_img = 55000
     fig.suptitle(f"Plan v2 teacher (discrete ViT, depth 6): {len(seeds)} seeds ({', '.join(map(str, seeds))}), "
@@ -262,9 +282,9 @@ def teacher_vs_free(plan: Dict[str, Any], runs: pd.DataFrame, teacher: Dict[str,
         fair = c.fair.dropna()
         mean = float(free.acc1.mean()) if len(free) else math.nan
         out.append({"training images": images(s), "free ODE seeds": f"{len(free)} of {len(seeds)}",
-                    "free ODE test Acc@1 (%)": round(mean, 2) if len(free) else NOT_MEASURED,
-                    "teacher test Acc@1 (%)": round(teacher["acc1"], 2),
-                    "teacher - free (pt)": round(teacher["acc1"] - mean, 2) if len(free) else NOT_MEASURED,
+                    "free ODE test Acc@1 (%)": acc(mean) if len(free) else NOT_MEASURED,
+                    "teacher test Acc@1 (%)": acc(teacher["acc1"]),
+                    "teacher - free (pt)": pt(teacher["acc1"] - mean) if len(free) else NOT_MEASURED,
                     "fair test (claims.csv)": (("yes" if str(fair.iloc[0]) == "True" else "no: teacher not above free")
                                                if len(fair) and len(free) == len(seeds) else NOT_MEASURED)})
     return pd.DataFrame(out)
@@ -298,8 +318,8 @@ def distances_figure(results: str, selected: Dict[str, Any]):
         for layer, step, dist in zip(d.layer, ck, d.distance):
             ax.text(layer, dist, f"step {step}", ha="center", va="bottom", fontsize=8)
     ax.set_ylim(0, 1.15 * float(d.distance.max()))
-    ax.set_title(f"Selected teacher (seed {selected['seed']}): layer distances; label = the student's checkpoint step "
-                 "(N = 12)", fontsize=9)
+    ax.set_title(f"Plan v2 teacher, selected seed {selected['seed']}: layer distances; label = the student's "
+                 "checkpoint step (N = 12)", fontsize=9)
     return fig
 
 
@@ -343,7 +363,7 @@ def budget_figure(points: pd.DataFrame, claims: pd.DataFrame, teacher: Dict[str,
     interval from claims.csv, on its own scale."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(1, 2, figsize=(12, 4.3), layout="constrained", gridspec_kw={"width_ratios": [1.15, 1]})
+    fig, ax = plt.subplots(1, 2, figsize=(13, 4.6), layout="constrained", gridspec_kw={"width_ratios": [1.1, 1]})
     budgets = sorted(points.images.unique())
     off = {"ref": 0.96, "ce": 1.0, "free": 1.04}
     for cell, g in points.groupby("cell", sort=False):
@@ -357,8 +377,8 @@ def budget_figure(points: pd.DataFrame, claims: pd.DataFrame, teacher: Dict[str,
                   label=f"teacher {teacher['acc1']:.2f} % (55,000 images)")
     missing = [b for b in budgets if points[(points.images == b)].n.min() < points[(points.images == b)].planned.max()]
     for b in missing:
-        ax[0].annotate(NOT_MEASURED, (b, 0.02), xycoords=("data", "axes fraction"), ha="center", fontsize=8,
-                       color="#b00000")
+        ax[0].annotate(NOT_MEASURED.replace(" yet", "\nyet"), (b, 0.5), xycoords=("data", "axes fraction"),
+                       ha="center", va="center", fontsize=8, color="#b00000")  # inside the panel, clear of its edge
     ax[0].set_xscale("log")
     ax[0].set_xticks(budgets)
     ax[0].set_xticklabels([f"{b:,}" for b in budgets])
@@ -370,7 +390,7 @@ def budget_figure(points: pd.DataFrame, claims: pd.DataFrame, teacher: Dict[str,
     ax[0].grid(alpha=0.3)
     ax[0].set_title("test Acc@1 by budget (dot = mean over seeds, bar = their range)", fontsize=9)
     fam = plan["rules"]["primary_family"]
-    c = claims[(claims.family == fam) & claims.question.str.contains("minus_free")].reset_index(drop=True)
+    c = claims[claims.family == fam].reset_index(drop=True)  # every headline row, retention_55k included
     ylabels = []
     for i, r in c.iterrows():
         y = len(c) - 1 - i
@@ -378,19 +398,22 @@ def budget_figure(points: pd.DataFrame, claims: pd.DataFrame, teacher: Dict[str,
         if r.n >= 2:
             ax[1].plot([r.ci_low, r.ci_high], [y, y], color=col, lw=3)
             ax[1].plot(r["mean"], y, "o", color=col, mec="black", ms=6)
+        if r.margin and r.test == "non_inferiority":
+            ax[1].plot([-r.margin] * 2, [y - 0.35, y + 0.35], color="black", lw=1, ls=":")
         ax[1].text(1.01, y, r.verdict, transform=ax[1].get_yaxis_transform(), va="center", fontsize=8)
-        ylabels.append(f"{'label-free' if r.question.startswith('ts') else 'with CE'} - free, "
-                       f"{images(plan['studies'][r.study]):,} images")
+        ylabels.append(f"{row_label(r.question)}, {images(plan['studies'][r.study]):,} images")
     ax[1].axvline(0, color="black", lw=0.8)
     ax[1].set_yticks(range(len(c)))
     ax[1].set_yticklabels(ylabels[::-1], fontsize=8)
-    ax[1].set_xlabel("student - free ODE, test Acc@1 (pt, paired by seed); bar = the row's interval")
+    ax[1].set_ylim(-0.6, len(c) - 0.4)  # the bottom row inside the panel, not on its edge
+    ax[1].set_xlabel("paired difference in test Acc@1 (pt, by seed): student − free ODE, or student − teacher\n"
+                     "bar = the row's interval, dotted = the non-inferiority margin", fontsize=9)
     ax[1].set_title("the headline rows (verdict from results/v2/claims.csv)", fontsize=9)
     ax[1].grid(alpha=0.3, axis="x")
-    seeds = ", ".join(f"{images(plan['studies'][s]):,}: {len(plan['studies'][s]['seeds'])}"
+    seeds = ", ".join(f"{seed_ids(plan['studies'][s]['seeds'])} ({images(plan['studies'][s]):,})"
                       for s in dict.fromkeys(points.study))
-    fig.suptitle(f"Plan v2, does a teacher help? Fashion-MNIST, seeds per budget ({seeds}), teacher trained on "
-                 "55,000 images", fontsize=10)
+    fig.suptitle("Plan v2, does a teacher help? Fashion-MNIST, teacher trained on 55,000 images\n"
+                 f"seeds by training images: {seeds}", fontsize=10)
     return fig
 
 
@@ -458,9 +481,19 @@ def step_figure(points: pd.DataFrame, plan: Dict[str, Any], study: str = "v2_10k
     handles += [Line2D([], [], color="grey", marker="o", ls="none", label="trained at this count"),
                 Line2D([], [], color="grey", marker="o", mfc="white", ls="none", label="never trained at it")]
     ax[0].legend(handles=handles, fontsize=8, loc="lower right")
-    fig.suptitle(f"Plan v2, step count: {len(s['seeds'])} seeds per cell ({s['seeds'][0]}-{s['seeds'][-1]}), "
+    fig.suptitle(f"Plan v2, step count: {len(s['seeds'])} seeds per cell ({seed_ids(s['seeds'])}), "
                  f"{images(s):,} training images, test on all 10,000 test images", fontsize=10)
     return fig
+
+
+def step_table(points: pd.DataFrame) -> pd.DataFrame:
+    """step_points as a table: one row per step count, one column per cell (its name in words and id), the mean test
+    Acc@1 over its seeds through `acc`, the formatter coverage() uses: N = 12 reads the same runs' Acc@1 as the
+    coverage table (metrics.json acc1_n12 is its acc1) and prints the same number."""
+    t = points.pivot(index="N", columns="cell", values="mean")[list(dict.fromkeys(points.cell))]
+    t = t.map(acc) if hasattr(t, "map") else t.applymap(acc)
+    t.columns = pd.Index([f"{c}: {CELL_NAMES.get(c, c)}" for c in t.columns], name="mean test Acc@1 (%) of")
+    return t
 
 
 # --- 11: design choices ------------------------------------------------------------------------------------------
@@ -496,9 +529,9 @@ def paired_figure(plan: Dict[str, Any], runs: pd.DataFrame, claims: pd.DataFrame
         ax.set_xlim(-0.5, 1.5)
         ax.set_ylabel("test Acc@1 (%), 10,000 images")
         ax.grid(alpha=0.3, axis="y")
-        ax.set_title(f"{qid}\nverdict: {verdict[qid]}", fontsize=9)
+        ax.set_title(f"{row_label(qid)} ({qid})\nverdict: {verdict[qid]}", fontsize=9)
     fig.suptitle(f"Plan v2, design choices and teacher strength: {images(s):,} training images, seeds "
-                 f"{seeds[0]}-{seeds[-1]} ({len(seeds)}), a line joins one seed's two runs", fontsize=10)
+                 f"{seed_ids(seeds)} ({len(seeds)}), a line joins one seed's two runs", fontsize=10)
     return fig
 
 
@@ -516,9 +549,15 @@ def verdict_table(claims: pd.DataFrame) -> pd.DataFrame:
     return t
 
 
+def verdict_markdown(claims: pd.DataFrame) -> str:
+    """verdict_table as markdown (what notebook 12 displays), without the claims' sentences."""
+    return markdown(verdict_table(claims).drop(columns=["claim"]))
+
+
 def verdict_figure(claims: pd.DataFrame, family: str, plan: Dict[str, Any], out: str = RESULTS):
-    """verdicts2.figure for one family, saved as out/verdicts_<family>.png (the README's figure); returns it."""
-    fig = verdicts2.figure(claims, family, plan)
+    """verdicts2.figure for one family, rows named in words (row_label), saved as out/verdicts_<family>.png (the
+    figure docs/v2.md links); returns it."""
+    fig = verdicts2.figure(claims, family, plan, label=row_label)
     save(fig, os.path.join(out, f"verdicts_{family}.png"))
     return fig
 

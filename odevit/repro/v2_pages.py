@@ -124,4 +124,6 @@ def v2_claims(root: str = ".") -> str:
                 ni_margins=sorted({round(float(m), 2) for m in c.margin[c.test == "non_inferiority"]}))
 
 
+row_label = _v2_label  # the same words for plan v2's notebooks (odevit.repro.v2_figures)
+
 SECTIONS: Dict[str, Callable[[str], str]] = {"v2-claims": v2_claims, "v2-verdicts": v2_verdicts}

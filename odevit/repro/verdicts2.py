@@ -19,7 +19,7 @@ import json
 import math
 import os
 import sys
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 import pandas as pd
@@ -183,33 +183,77 @@ def judge(plan: Dict[str, Any], r: pd.DataFrame, t: Dict[str, Any], mapping: Opt
     return pd.DataFrame(out)
 
 
-def figure(claims: pd.DataFrame, family: str, plan: Dict[str, Any]):
+def seed_ids(seeds: Any) -> str:
+    """Seed ids as a reader finds them in the run folders: "2300–2305" for consecutive seeds, else listed."""
+    x = [int(v) for v in seeds]
+    if len(x) > 2 and x == list(range(x[0], x[0] + len(x))):
+        return f"{x[0]}–{x[-1]}"
+    return ", ".join(map(str, x))
+
+
+def figure(claims: pd.DataFrame, family: str, plan: Dict[str, Any], label: Optional[Callable[[str], str]] = None):
     """One family's rows: each interval at its level on the family's own scale, the null and the margins; the
-    verdict in words on the right; plain labels (the question ids are the plan's)."""
+    verdict in words on the right; each row by `label` (words; default its id) with its id and training images.
+    Where the intervals span far more than the margins (the step family: tens of points against +-1 pt), a second
+    panel zooms to a few points, so each interval and margin can be read; a family with no interval yet shows a
+    panel that says so, not an empty scale."""
     import matplotlib.pyplot as plt
 
     c = claims[claims.family == family].reset_index(drop=True)
-    fig, ax = plt.subplots(figsize=(10, 0.45 * len(c) + 1.6))
+    label = label or (lambda q: q)
+    measured = c[c.n >= 2]
+    margins = [float(m) for m, t in zip(c.margin, c.test) if m and t != "superiority"]
+    span = float(np.nanmax(np.abs(measured[["ci_low", "ci_high"]].to_numpy()))) if len(measured) else 0.0
+    unit = max(margins + [1.0])
+    zoom = 4 * unit if span > 10 * unit else None
+    fig, axes = plt.subplots(1, 2 if zoom else 1, figsize=(13 if zoom else 10, 0.55 * len(c) + 1.9), sharey=True,
+                             squeeze=False, layout="constrained")
+    axes = list(axes[0])
+    for ax, lim in zip(axes, [None, zoom]):
+        for i, r in c.iterrows():
+            y = len(c) - 1 - i
+            col = COLORS.get(r.verdict, "#9e9e9e")
+            if r.n >= 2:
+                ax.plot([r.ci_low, r.ci_high], [y, y], color=col, lw=3)
+                ax.plot(r["mean"], y, "o", color=col, ms=6, mec="black")
+                if lim and (r.ci_high < -lim or r.ci_low > lim):
+                    left = r.ci_high < -lim
+                    ax.text(-lim if left else lim, y, f"{'◂ ' if left else ''}off this scale (see left){'' if left else ' ▸'}",
+                            ha="left" if left else "right", va="bottom", fontsize=7, color="#555555")
+            if r.margin and r.test != "superiority":
+                for v in ([-r.margin, r.margin] if r.test == "equivalence" else [-r.margin]):
+                    ax.plot([v, v], [y - 0.4, y + 0.4], color="black", lw=1, ls=":")
+        if len(measured):
+            ax.axvline(0, color="black", lw=0.8)
+        ax.grid(alpha=0.3, axis="x")
+        if lim:
+            ax.set_xlim(-lim, lim)
+            ax.set_title(f"zoomed to ±{lim:g} pt: the margins (±{unit:g} pt) and the small intervals", fontsize=9)
+        elif zoom:
+            ax.set_title("every row on one scale", fontsize=9)
+    if not len(measured):
+        ax = axes[0]
+        ax.set_xlim(-1, 1)
+        ax.set_xticks([])
+        ax.text(0.5, 0.5, "not measured yet: no row of this family has its runs\n(each interval is drawn once its "
+                "seeds' runs exist)", transform=ax.transAxes, ha="center", va="center", fontsize=9, color="#b00000")
     for i, r in c.iterrows():
-        y = len(c) - 1 - i
-        col = COLORS.get(r.verdict, "#9e9e9e")
-        if r.n >= 2:
-            ax.plot([r.ci_low, r.ci_high], [y, y], color=col, lw=3)
-            ax.plot(r["mean"], y, "o", color=col, ms=6, mec="black")
-        ax.text(1.01, y, r.verdict, transform=ax.get_yaxis_transform(), va="center", fontsize=8)
-        if r.margin and r.test != "superiority":
-            for v in ([-r.margin, r.margin] if r.test == "equivalence" else [-r.margin]):
-                ax.plot([v, v], [y - 0.4, y + 0.4], color="black", lw=1, ls=":")
-    ax.axvline(0, color="black", lw=0.8)
-    ax.set_yticks(range(len(c)))
-    ax.set_yticklabels([f"{r.question} ({r.budget.split(' x')[0]})" for r in c.iloc[::-1].itertuples()], fontsize=8)
-    ax.set_ylim(-0.6, len(c) - 0.4)
-    ax.set_xlabel("difference in test Acc@1 (percentage points, paired by seed; all 10,000 test images); bar = the "
+        axes[-1].text(1.01, len(c) - 1 - i, r.verdict, transform=axes[-1].get_yaxis_transform(), va="center",
+                      fontsize=8)
+    axes[0].set_yticks(range(len(c)))
+    one_budget = c.budget.nunique() == 1  # then the title gives the training images, not every row
+    axes[0].set_yticklabels([f"{label(r.question)}\n({r.question}" + ("" if one_budget else
+                             f", {int(r.budget.split(' ')[0]):,} training images") + ")"
+                             for r in c.iloc[::-1].itertuples()], fontsize=8)
+    axes[0].set_ylim(-0.6, len(c) - 0.4)
+    fig.supxlabel("difference in test Acc@1 (percentage points, paired by seed; all 10,000 test images); bar = the "
                   "row's (1 - alpha/family size) interval, dotted = margin", fontsize=8)
-    seeds = sorted({int(s) for s in c.seeds})
-    ax.set_title(f"Plan v2, family {family}: {len(c)} rows, {' or '.join(map(str, seeds))} seeds per row, "
-                 "Fashion-MNIST test set (10,000 images)", fontsize=9, loc="left")
-    fig.tight_layout()
+    studies = list(dict.fromkeys(c.study))
+    seeds = ", ".join(f"{seed_ids(plan['studies'][s]['seeds'])} ({int(plan['studies'][s]['budget']['train_limit'] or 55000):,}"
+                      + (" training images)" if i == 0 else ")") for i, s in enumerate(studies))
+    n = len(c)
+    fig.suptitle(f"Plan v2, family {family}: {n} row{'' if n == 1 else 's'}, paired by seed, tested on all 10,000 "
+                 f"Fashion-MNIST test images\nseeds {seeds}", fontsize=9, x=0.01, ha="left")
     return fig
 
 

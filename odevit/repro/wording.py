@@ -32,11 +32,15 @@ def num(x: float, signed: bool = False, digits: int = 3) -> str:
 
 def pt(x: float, digits: int = 2) -> str:
     """A signed difference in pt to `digits` decimals; one that rounds to zero gets one more decimal (-0.0013 is
-    -0.001, never "-0.00"), and zero itself is 0.00."""
+    -0.001, never "-0.00"), one that rounds to zero at that too is unsigned (-0.0004 is 0.000, never "-0.000"), and
+    zero itself is 0.00: a reader never sees a negative zero."""
     if x == 0:
         return f"{0:.{digits}f}"
-    s = f"{x:+.{digits}f}"
-    return f"{x:+.{digits + 1}f}" if float(s) == 0 else s
+    for d in (digits, digits + 1):
+        s = f"{x:+.{d}f}"
+        if float(s) != 0:
+            return s
+    return f"{0:.{digits + 1}f}"
 
 
 def interval(lo: float, hi: float) -> str:
