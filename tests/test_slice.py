@@ -116,9 +116,9 @@ def test_reread_runs_each_stage_by_its_dvc_command_and_stops_at_the_first_failur
     assert reread.main(["m"]) == 2 and "matrix/foreach" in capsys.readouterr().err
 
 
-def test_make_repro_rereads_its_stages_then_records_them_once():
-    """The Makefile's repro recipe: reread over READ_STAGES, then one dvc commit of the same stages."""
+def test_make_repro_rereads_its_stages_without_dvc():
+    """The Makefile's repro recipe: reread over READ_STAGES; no DVC process (each costs minutes on 2 cores)."""
     text = open("Makefile").read()
     recipe = text[text.index("\nrepro:"):text.index("\nquick:")]
-    assert "odevit.repro.reread $(READ_STAGES)" in recipe and "dvc commit --force --quiet $(READ_STAGES)" in recipe
-    assert "$(BIN)/dvc repro" not in recipe
+    assert "odevit.repro.reread $(READ_STAGES)" in recipe
+    assert "$(BIN)/dvc " not in recipe
