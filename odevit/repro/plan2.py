@@ -26,6 +26,11 @@ QUESTION_KEYS = {"id", "family", "claim", "kind", "a", "b", "metric", "metric_b"
 TEACHER_KEYS = {"epochs", "augment", "lr", "weight_decay", "label_smoothing"}
 
 
+def images(study: Dict[str, Any]) -> int:
+    """A study's training images (train_limit 0 = all 55,000)."""
+    return int(study["budget"]["train_limit"] or 55000)
+
+
 def _need(cond: bool, msg: str) -> None:
     if not cond:
         raise PlanError(msg)

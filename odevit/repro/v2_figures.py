@@ -56,9 +56,7 @@ def chdir_root(markers: Sequence[str] = ("plan_v2.yaml", "dvc.yaml")) -> str:
     return d
 
 
-def images(study: Dict[str, Any]) -> int:
-    """A study's training images (train_limit 0 = all 55,000)."""
-    return int(study["budget"]["train_limit"] or 55000)
+images = plan2.images  # a study's training images (train_limit 0 = all 55,000)
 
 
 def check_claims(plan: Dict[str, Any], runs: pd.DataFrame, teacher: Dict[str, Any], claims: pd.DataFrame) -> None:

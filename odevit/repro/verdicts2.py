@@ -136,7 +136,7 @@ def judge(plan: Dict[str, Any], r: pd.DataFrame, t: Dict[str, Any], mapping: Opt
             used = rs[rs.cell.isin(used_cells) & rs.seed.isin(seeds)] if not rs.empty else rs
             row = dict(study=name, family=fam, primary=fam == plan["rules"]["primary_family"], question=q["id"],
                        claim=q["claim"], test=q["test"], direction=q["direction"], margin=qm["margin"],
-                       alpha_each=a, seeds=len(seeds), budget=f"{b['train_limit'] or 55000} images x {b['epochs']} epochs",
+                       alpha_each=a, seeds=len(seeds), budget=f"{plan2.images(s)} images x {b['epochs']} epochs",
                        plan_hash=plan2.study_hash_v2(plan, name),
                        paper_effect=(q.get("paper") or {}).get("effect"))
             row.update(_plan1(mapping, q["id"], plan1))
@@ -249,7 +249,7 @@ def figure(claims: pd.DataFrame, family: str, plan: Dict[str, Any], label: Optio
     fig.supxlabel("difference in test Acc@1 (percentage points, paired by seed; all 10,000 test images); bar = the "
                   "row's (1 - alpha/family size) interval, dotted = margin", fontsize=8)
     studies = list(dict.fromkeys(c.study))
-    seeds = ", ".join(f"{seed_ids(plan['studies'][s]['seeds'])} ({int(plan['studies'][s]['budget']['train_limit'] or 55000):,}"
+    seeds = ", ".join(f"{seed_ids(plan['studies'][s]['seeds'])} ({plan2.images(plan['studies'][s]):,}"
                       + (" training images)" if i == 0 else ")") for i, s in enumerate(studies))
     n = len(c)
     fig.suptitle(f"Plan v2, family {family}: {n} row{'' if n == 1 else 's'}, paired by seed, tested on all 10,000 "
