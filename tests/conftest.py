@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 import pytest
+from tiny_pipeline import repro  # noqa: F401  (the tiny pipeline, made once a session for every module that asks)
 
 INTERVAL_S = 0.5
 

@@ -11,7 +11,7 @@ import torch
 import yaml
 
 from odevit.repro import data
-from test_pipeline import tiny_params
+from tiny_pipeline import tiny_params
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -215,14 +215,23 @@ print(json.dumps(sorted(m for m in sys.modules if m == "torch" or m.startswith("
 """
 
 
+@pytest.fixture(scope="module")
+def reader_imports():
+    """Every reader imported in a fresh interpreter of its own, all at once (each is one single-threaded import,
+    5-9 s on 2 cores; one after another they took 90 s of the suite): module -> (return code, stdout, stderr)."""
+    procs = {m: subprocess.Popen([sys.executable, "-c", READER_IMPORT, m], cwd=ROOT, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True) for m in READERS}
+    out = {m: p.communicate(timeout=300) for m, p in procs.items()}
+    return {m: (procs[m].returncode, *out[m]) for m in procs}
+
+
 @pytest.mark.parametrize("module", READERS)
-def test_importing_a_reader_loads_no_training_code(module):
+def test_importing_a_reader_loads_no_training_code(module, reader_imports):
     """In a fresh interpreter: none of the training modules, no ODE-ViT layer module, and no torch (except through
     config for the plan's readers, see THROUGH_CONFIG) is loaded by importing the reader."""
-    p = subprocess.run([sys.executable, "-c", READER_IMPORT, module], cwd=ROOT, capture_output=True, text=True,
-                       timeout=300)
-    assert p.returncode == 0, p.stderr
-    loaded = set(json.loads(p.stdout))
+    _, out, err = reader_imports[module]
+    assert reader_imports[module][0] == 0, err
+    loaded = set(json.loads(out))
     assert f"odevit.repro.{module}" in loaded  # the stub packages did load the module itself
     bad = {f"odevit.repro.{m}" for m in TRAINING} | {f"odevit.{m}" for m in LAYER if m != "solvers"}
     if module not in THROUGH_CONFIG:

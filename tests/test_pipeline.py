@@ -1,77 +1,19 @@
 """End to end: `dvc repro` of the real dvc.yaml and notebooks on tiny synthetic data; notebook hygiene; report."""
-import copy
 import json
 import math
-import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
+from tiny_pipeline import ROOT, TINY, _env, tiny_plan  # the `repro` fixture: tests/conftest.py
 
-ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-
-TINY = {
-    "base": dict(dataset="synthetic", image_size=28, channels=1, synthetic_size=192, val_size=64, batch_size=32,
-                 eval_batch_size=64, device="cpu"),
-    "teacher": dict(name=None, patch_size=7, embed_dim=16, depth=2, num_heads=2, mlp_ratio=2.0, epochs=2),
-    "distill": dict(num_steps=4, epochs=2, distance_batches=2),
-    "study": dict(seeds=[0, 1, 2], train_limit=64, robustness_test_limit=32, robustness_steps=[1, 8],
-                  cells={"ref": {}, "free": {"free": True}, "jasmin_off": {"jasmin_weight": 0.0},
-                         "published": {"preset": "presets/published_code.yaml"}}),
-    "dynamics": dict(cells=["ref", "jasmin_off"], test_limit=32, bound_samples=2,
-                     bound_steps=[2, 4, 8], attention_images=2, pca_samples=8, power_iters=3),
-}
-
-
-# plan.yaml's studies the tiny pipeline leaves out: each runs the same code as a study it keeps, at another budget
-# (confirm_55k_40ep, confirm_3k, confirm_10k as confirm_55k and confirm_1k; remedy_3k_b as remedy_3k). Its study stages
-# come from its plan (python -m odevit.repro.stages, as for any plan): 24 runs instead of 40, each a DVC stage and a
-# process (~13 s on 2 cores).
-TINY_LEAVES_OUT = ("confirm_55k_40ep", "confirm_3k", "confirm_10k", "remedy_3k_b")
-
-
-def tiny_plan() -> dict:
-    """plan.yaml's studies (but TINY_LEAVES_OUT) at a tiny budget: 2 seeds, 2 epochs, 64 images; every study keeps its
-    questions whose cells it keeps (confirm_55k all three cells, confirm_1k ref and free, the ablation study ref and
-    jasmin_off, teacher strength ref and ref_strong with a 2-epoch teacher), status exploratory (no power gate at 2 seeds)
-    and no exploratory snapshot (not copied)."""
-    plan = yaml.safe_load((ROOT / "plan.yaml").read_text())
-    plan.pop("replicates", None)  # their folders are not copied
-    for name in TINY_LEAVES_OUT:
-        del plan["studies"][name]
-    for name, st in plan["studies"].items():
-        st.update(status="exploratory", seeds=[0, 1], budget={"train_limit": 64, "epochs": 2})
-        if name.startswith("confirm_") and name not in ("confirm_55k",):
-            st["cells"] = {k: v for k, v in st["cells"].items() if k in ("ref", "free")}
-        if st.get("teacher"):  # teacher strength: ref from 02_teacher's teacher, ref_strong from the study's own
-            st["cells"] = {k: v for k, v in st["cells"].items() if k in ("ref", "ref_strong")}
-            st["teacher"]["epochs"] = 2
-        elif len(st["cells"]) > 3:  # the ablation study: ref and one switch (its questions are alike)
-            st["cells"] = {k: v for k, v in st["cells"].items() if k in ("ref", "jasmin_off")}
-        st["questions"] = [q for q in st["questions"] if q["a"] in st["cells"] and q.get("b", q["a"]) in st["cells"]]
-        for q in st["questions"]:
-            q.pop("exploratory", None)
-    return plan
-
-
-def tiny_params() -> dict:
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    for block, over in TINY.items():  # a copy: a test that edits the result leaves TINY as it is for the next
-        params[block].update(copy.deepcopy(over))
-    return params
-
-
-def _env() -> dict:
-    """The environment with this interpreter's bin/ first on PATH (dvc, papermill of the test's venv)."""
-    return dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
 
 
 def _finite(obj) -> bool:
@@ -82,84 +24,6 @@ def _finite(obj) -> bool:
     if isinstance(obj, float):
         return math.isfinite(obj)
     return True
-
-
-def _snapshot_teacher(work: Path) -> None:
-    """plan.yaml's publish block names a teacher kept as a committed snapshot (its teacher.safetensors and
-    results/02_teacher/metrics.json): here a freshly initialised tiny teacher with its measured Acc@1."""
-    import torch
-    from safetensors.torch import save_file
-
-    from odevit.repro import config, evaluate, pipeline, publish
-
-    cfg = config.check_stage("publish", str(work / "params.yaml"))
-    b, t = cfg["base"], cfg["teacher"]
-    torch.manual_seed(0)
-    model = pipeline.build_teacher(b, t).eval()
-    m = evaluate.evaluate_on_test(model, publish._data_spec(b, b.seed))  # as publish will evaluate it
-    snap = work / yaml.safe_load((ROOT / "plan.yaml").read_text())["publish"][-1]["snapshot"]
-    (snap / "results/02_teacher").mkdir(parents=True)
-    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(snap / "teacher.safetensors"))
-    (snap / "results/02_teacher/metrics.json").write_text(json.dumps(m))
-
-
-def _merge_run(src: Path, dst: Path) -> None:
-    """Bring the plan half's run (`src`) into the quick half's workspace (`dst`): its stages' outputs, its DVC cache
-    and its dvc.lock entries (the two halves share 01_data and 02_teacher, identical: copied before they split)."""
-    from odevit.repro.notebook import PLAN_V2
-
-    for d in ("results/studies", "results/evidence", "checkpoints/studies", "weights/evidence", ".dvc/cache",
-              "results/v2", *(f"results/{n}" for n in PLAN_V2)):  # plan v2's notebooks' figures
-        if (src / d).exists():
-            shutil.copytree(src / d, dst / d, dirs_exist_ok=True)
-    for n in PLAN_V2:  # and their executed copies
-        shutil.copy(src / f"outputs/{n}.ipynb", dst / f"outputs/{n}.ipynb")
-    lock, theirs = (yaml.safe_load((p / "dvc.lock").read_text()) for p in (dst, src))
-    for name, entry in theirs["stages"].items():
-        assert lock["stages"].get(name, entry) == entry, f"{name}: the two halves ran it differently"
-        lock["stages"][name] = entry
-    (dst / "dvc.lock").write_text(yaml.safe_dump(lock, sort_keys=False))
-
-
-@pytest.fixture(scope="module")
-def repro(tmp_path_factory):
-    """`dvc repro` of the real dvc.yaml and notebooks on tiny data: 01_data and 02_teacher, then the quick run
-    (`dvc repro 07_report publish`, what `make repro` runs) and the plan's studies with their verdicts (`dvc repro
-    evidence publish_evidence`) at once in two copies of the workspace (each DVC command is one process; one
-    workspace's lock would serialise them), then one workspace holding both, whose `dvc status` must be clean."""
-    from odevit.repro.notebook import PLAN_V2
-
-    work = tmp_path_factory.mktemp("pipeline")
-    (work / "outputs").mkdir()  # in git as outputs/.gitkeep
-    for name in ("dvc.yaml", "notebooks", "odevit", "presets", "plan_v2.yaml", "results/v2", "docs/templates"):  # plan v2's committed
-        src = ROOT / name  # runs: what its notebooks' stages (08-12) read
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
-    (work / "params.yaml").write_text(yaml.safe_dump(tiny_params()))
-    (work / "plan.yaml").write_text(yaml.safe_dump(tiny_plan()))
-    subprocess.run([sys.executable, "-m", "odevit.repro.stages"], cwd=work, check=True)  # its study stages
-    evidence_deps = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["evidence"]["deps"]
-    for d in evidence_deps:  # the evidence stage's exploratory and replicate folders (empty here)
-        if d.startswith("docs/evidence/"):
-            (work / d).mkdir(parents=True)
-    _snapshot_teacher(work)
-    env = _env()
-    subprocess.run(["dvc", "init", "--no-scm", "-q"], cwd=work, check=True, env=env)
-    subprocess.run(["dvc", "config", "core.analytics", "false"], cwd=work, check=True, env=env)
-    shutil.copytree(ROOT / ".dvc/plots", work / ".dvc/plots")  # the series templates of the multi-series CSVs
-    r = subprocess.run(["dvc", "repro", "02_teacher"], cwd=work, env=env, capture_output=True, text=True)
-    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
-    plan_work = work.parent / f"{work.name}_plan"
-    shutil.copytree(work, plan_work, symlinks=True)
-    halves = [subprocess.Popen(["dvc", "repro", *targets], cwd=w, env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
-              for w, targets in ((work, ["07_report", "publish"]),
-                                 (plan_work, ["evidence", "publish_evidence", *PLAN_V2]))]
-    logs = [h.communicate()[0] for h in halves]
-    for h, log in zip(halves, logs):
-        assert h.returncode == 0, log[-8000:]
-    _merge_run(plan_work, work)
-    (work / "repro.log").write_text(r.stdout + r.stderr + "".join(logs))
-    return work
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ from odevit.repro import plan as P
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-from test_pipeline import tiny_params, tiny_plan  # noqa: E402
+from tiny_pipeline import tiny_params, tiny_plan  # noqa: E402
 
 STUDY = "teacher_strength_3k"
 

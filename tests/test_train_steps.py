@@ -9,7 +9,7 @@ from odevit.losses import trajectory_mse
 from odevit.repro import config, objectives, pipeline
 from odevit.teacher import create_teacher, hidden_states
 
-from test_pipeline import tiny_params
+from tiny_pipeline import tiny_params
 
 
 def _setup():
