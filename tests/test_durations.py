@@ -41,7 +41,8 @@ def _pytest(root: Path, *args: str) -> str:
 
 def test_a_whole_suite_run_writes_every_phase_slowest_first_and_a_partial_run_writes_nothing(tmp_path):
     (tmp_path / "tests").mkdir()
-    shutil.copy(Path(__file__).with_name("conftest.py"), tmp_path / "tests" / "conftest.py")
+    for name in ("conftest.py", "tiny_pipeline.py"):  # conftest offers tiny_pipeline's session fixture
+        shutil.copy(Path(__file__).with_name(name), tmp_path / "tests" / name)
     (tmp_path / "tests" / "test_a.py").write_text(SUITE)
     (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["tests"]\n')
     out = tmp_path / "results" / "tests" / "durations.csv"
