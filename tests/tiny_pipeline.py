@@ -119,7 +119,7 @@ def _merge_run(src: Path, dst: Path) -> None:
 @pytest.fixture(scope="session")
 def repro(tmp_path_factory):
     """`dvc repro` of the real dvc.yaml and notebooks on tiny data: 01_data and 02_teacher, then the quick run
-    (`dvc repro 07_report publish`, what `make repro` runs) and the plan's studies with their verdicts (`dvc repro
+    (`dvc repro 07_report publish`, what `make quick` runs) and the plan's studies with their verdicts (`dvc repro
     evidence publish_evidence`) at once in two copies of the workspace (each DVC command is one process; one
     workspace's lock would serialise them), then one workspace holding both, whose `dvc status` must be clean."""
     from odevit.repro.notebook import PLAN_V2
