@@ -229,8 +229,8 @@ def reader_imports():
 def test_importing_a_reader_loads_no_training_code(module, reader_imports):
     """In a fresh interpreter: none of the training modules, no ODE-ViT layer module, and no torch (except through
     config for the plan's readers, see THROUGH_CONFIG) is loaded by importing the reader."""
-    _, out, err = reader_imports[module]
-    assert reader_imports[module][0] == 0, err
+    rc, out, err = reader_imports[module]
+    assert rc == 0, err
     loaded = set(json.loads(out))
     assert f"odevit.repro.{module}" in loaded  # the stub packages did load the module itself
     bad = {f"odevit.repro.{m}" for m in TRAINING} | {f"odevit.{m}" for m in LAYER if m != "solvers"}

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from . import plan2, verdicts2
-from .v2_pages import row_label  # a row id in words (docs/templates/words.yaml v2_labels), as docs/v2.md names it
+from .v2_pages import budget_images, row_label  # a row id in words (docs/templates/words.yaml v2_labels), as docs/v2.md names it
 from .wording import pt  # a signed difference in pt, never "-0.00": every difference these tables print
 
 RESULTS = verdicts2.RESULTS
@@ -96,7 +96,7 @@ def rows(claims: pd.DataFrame, questions: Optional[Sequence[str]] = None, family
         c = claims[claims.family == family] if family else claims
     out = pd.DataFrame({
         "row": c.question, WORDS_COLUMN: [row_label(q) for q in c.question], "claim": c.claim,
-        "training images": [f"{int(b.split(' ')[0]):,}" for b in c.budget],
+        "training images": [f"{budget_images(b):,}" for b in c.budget],
         "seeds": [f"{int(n)} of {int(s)}" for n, s in zip(c.n, c.seeds)],
         "mean difference (pt)": [_num(x) for x in c["mean"]],
         "interval (pt)": [f"[{_num(lo)}, {_num(hi)}]" if _finite(lo) else "–" for lo, hi in zip(c.ci_low, c.ci_high)],

@@ -51,7 +51,7 @@ def v2_verdicts(root: str = ".") -> str:
     learning = c[c.verdict.str.startswith("not converged")]
     waiting = c[c.verdict.str.startswith("not measured")]
     return fill("v2-verdicts", c=list(c.itertuples()), t=t, all_converged=all(t["converged"]), label=_v2_label,
-                against=_v2_against, images=lambda r: int(r.budget.split(" ")[0]),
+                against=_v2_against, images=lambda r: budget_images(r.budget),
                 decided=[(v, list(c[c.verdict == v].itertuples())) for v in ("supports", "contradicts")],
                 learning=list(learning.itertuples()), rest=list(c[c.verdict == "inconclusive"].itertuples()),
                 learning_cells=sorted({x.split(" ")[0] for s in learning.still_learning for x in s.split(", ")}),
@@ -61,9 +61,14 @@ def v2_verdicts(root: str = ".") -> str:
                                  for f, a in c.groupby("family", sort=False).alpha_each.first().items()))
 
 
+def budget_images(budget: str) -> int:
+    """The training images of a claims.csv `budget` ("N images x E epochs", as verdicts2 writes it)."""
+    return int(budget.split(" ")[0])
+
+
 def _short(r: Dict[str, Any]) -> str:
     """A row's place within its claim's line: its budget, or its cell and N (words.yaml v2_short)."""
-    images = int(r["budget"].split(" ")[0])
+    images = budget_images(r["budget"])
     for key in sorted(WORDS["v2_short"], key=len, reverse=True):
         if r["question"] == key or r["question"].startswith(key + "_"):
             who = WORDS["v2_who"].get(r["question"].split("_")[-1], "")

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from . import plan2
+from .v2_pages import budget_images  # claims.csv's budget column read back (written in judge below)
 from .verdicts import CONTRADICTS, INCONCLUSIVE, SUPPORTS, decide
 
 RESULTS = "results/v2"
@@ -243,7 +244,7 @@ def figure(claims: pd.DataFrame, family: str, plan: Dict[str, Any], label: Optio
     axes[0].set_yticks(range(len(c)))
     one_budget = c.budget.nunique() == 1  # then the title gives the training images, not every row
     axes[0].set_yticklabels([f"{label(r.question)}\n({r.question}" + ("" if one_budget else
-                             f", {int(r.budget.split(' ')[0]):,} training images") + ")"
+                             f", {budget_images(r.budget):,} training images") + ")"
                              for r in c.iloc[::-1].itertuples()], fontsize=8)
     axes[0].set_ylim(-0.6, len(c) - 0.4)
     fig.supxlabel("difference in test Acc@1 (percentage points, paired by seed; all 10,000 test images); bar = the "
