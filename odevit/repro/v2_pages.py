@@ -92,37 +92,48 @@ def _ours(r: Dict[str, Any]) -> str:
     return f"{_short(r)} {pt(r['mean'])} [{pt(r['ci_low'])}, {pt(r['ci_high'])}] *{_word(r)}*"
 
 
-def _name(r: Dict[str, Any]) -> str:
-    """A row in words: its question's label, and its budget where the label does not say it."""
-    where = _short(r)
-    return _v2_label(r["question"]) + (f" at {where.replace('k', ',000')} images" if where.endswith("k") else "")
-
-
 def v2_claims(root: str = ".") -> str:
-    """The README's findings and claims table: the rows that decided (supports, contradicts) in words, how many have
-    no verdict yet and why; then per claim (words.yaml v2_claims) the paper's number (plan_v2.yaml's, via claims.csv
-    paper_effect) or words, our rows' means with intervals and their verdicts, and the notebook that shows them."""
+    """The README's findings and claims table: the rows that decided (supports, contradicts) in words, with the same
+    claim's other rows; how many have no verdict yet and why (and what the test alone would read for those still
+    learning: claims.csv verdict_test); then per claim (words.yaml v2_claims) the paper's number (plan_v2.yaml's, via
+    claims.csv paper_effect) or words, our rows' means with intervals and their verdicts, and the notebook that
+    shows them."""
     path = os.path.join(root, CLAIMS)
     if not os.path.exists(path):
         return fill("v2-claims", c=None)
     c = pd.read_csv(path).set_index("question", drop=False)
-    groups, shown = [], {}
+    groups = []
     for g in WORDS["v2_claims"]:
         rows = [c.loc[q].to_dict() for q in g["rows"]]
-        shown.update({q: g["shown"] for q in g["rows"]})
         eff = rows[0]["paper_effect"]
         paper = f"{eff:+.1f} pt ({g['paper_setting']})" if g.get("paper_setting") and not pd.isna(eff) else g["paper_text"]
         groups.append(dict(g, rows=rows, paper=paper))
-    missing = set(c.question) - set(shown)
+    group_of = {r["question"]: g for g in groups for r in g["rows"]}
+    missing = set(c.question) - set(group_of)
     if missing:
         raise ValueError(f"docs/templates/words.yaml v2_claims: rows of {CLAIMS} in no claim: {sorted(missing)}")
     rows = [r.to_dict() for _, r in c.iterrows()]
-    t = read_json(os.path.join(root, "results/v2/teacher/selected.json"))
-    return fill("v2-claims", c=c, t=t, groups=groups, ours=_ours, row_name=_name,
-                shown=shown, decided=[(v, [r for r in rows if r["verdict"] == v]) for v in ("supports", "contradicts")],
-                learning=[r for r in rows if r["verdict"].startswith("not converged")],
-                waiting=[r for r in rows if r["verdict"].startswith("not measured")],
-                undecided=[r for r in rows if _word(r) in ("inconclusive", "unfair")],
+    learning = [r for r in rows if r["verdict"].startswith("not converged")]
+    return fill("v2-claims", c=c, groups=groups, ours=_ours, short=_short,
+                claim_of={q: g["claim"] for q, g in group_of.items()},
+                shown={q: g["shown"] for q, g in group_of.items()},
+                others={q: [f"{_short(o)} *{_word(o)}*" for o in g["rows"] if o["question"] != q]
+                        for q, g in group_of.items()},
+                stem=lambda p: os.path.splitext(os.path.basename(p))[0],
+                decided=[(v, [r for r in rows if r["verdict"] == v]) for v in ("supports", "contradicts")],
+                test_alone={v: sum(r["verdict_test"] == v for r in learning) for v in ("supports", "contradicts")},
+                learning=learning, waiting=[r for r in rows if r["verdict"].startswith("not measured")],
+                undecided=[r for r in rows if _word(r) in ("inconclusive", "unfair")])
+
+
+def v2_key(root: str = ".") -> str:
+    """The claims table's key in full (README, after the snippets): the setting, the words, the intervals and the
+    margins of results/v2/claims.csv."""
+    path = os.path.join(root, CLAIMS)
+    if not os.path.exists(path):
+        return fill("v2-key", c=None)
+    c = pd.read_csv(path)
+    return fill("v2-key", c=c, t=read_json(os.path.join(root, "results/v2/teacher/selected.json")),
                 seeds=" or ".join(str(n) for n in sorted({int(x) for x in c.seeds})),
                 levels=[f"{100 * (1 - a):.4g} %" for a in sorted(set(c.alpha_each), reverse=True)],
                 margins=sorted({float(m) for m in c.margin[c.test == "equivalence"]}),
@@ -131,4 +142,4 @@ def v2_claims(root: str = ".") -> str:
 
 row_label = _v2_label  # the same words for plan v2's notebooks (odevit.repro.v2_figures)
 
-SECTIONS: Dict[str, Callable[[str], str]] = {"v2-claims": v2_claims, "v2-verdicts": v2_verdicts}
+SECTIONS: Dict[str, Callable[[str], str]] = {"v2-claims": v2_claims, "v2-key": v2_key, "v2-verdicts": v2_verdicts}
