@@ -27,7 +27,8 @@ TEACHER_KEYS = {"epochs", "augment", "lr", "weight_decay", "label_smoothing"}
 
 
 def images(study: Dict[str, Any]) -> int:
-    """A study's training images (train_limit 0 = all 55,000)."""
+    """A study's training images (train_limit 0 = all 55,000), of either plan (plan.yaml and plan_v2.yaml write a
+    study's budget alike)."""
     return int(study["budget"]["train_limit"] or 55000)
 
 

@@ -61,6 +61,7 @@ from . import study_teacher, train
 from ..hub import sha256
 from .config import ConfigError
 from .machine import cpu_model
+from .plan2 import images as study_images
 from .results import kept_path, lock_holds
 from .study import cell_dir, cell_refusal, plan_configs
 from .verdicts import devices
@@ -76,7 +77,7 @@ def runs(plan: dict, studies: List[str], cells: Optional[List[str]] = None) -> L
     for c in cells or []:
         if c not in known:
             raise plan_mod.PlanError(f"--cells: '{c}' is not a cell of {', '.join(studies)} ({sorted(known)})")
-    cost = lambda s: (plan["studies"][s]["budget"]["train_limit"] or 55000) * plan["studies"][s]["budget"]["epochs"]
+    cost = lambda s: study_images(plan["studies"][s]) * plan["studies"][s]["budget"]["epochs"]
     return [(s, c, seed) for s in sorted(studies, key=cost, reverse=True)
             for seed in plan["studies"][s]["seeds"] for c in plan["studies"][s]["cells"] if not cells or c in cells]
 

@@ -35,6 +35,7 @@ from scipy import stats as st
 from . import files
 from .report import VERDICT_COLORS, verdict_color
 from . import plan as plan_mod
+from .plan2 import images as study_images
 
 SUPPORTS, CONTRADICTS, INCONCLUSIVE = "supports", "contradicts", "inconclusive"
 NOT_MEASURED, INCOMPLETE, NOT_CONVERGED = "not measured", "incomplete", "not converged"
@@ -245,7 +246,7 @@ def _row(plan: Dict[str, Any], name: str, q: Dict[str, Any], runs: pd.DataFrame,
                 ci_low=e["ci_low"], ci_high=e["ci_high"], converged=f"{int(used.converged.sum())}/{len(used)}",
                 verdict=verdict + (" (post hoc)" if post_hoc and e["n"] else ""), post_hoc=post_hoc,
                 paper_effect=paper.get("effect"), paper_source=paper.get("source"),
-                budget=f"{s['budget']['train_limit'] or 55000} images x {s['budget']['epochs']} epochs (whole schedule)"
+                budget=f"{study_images(s)} images x {s['budget']['epochs']} epochs (whole schedule)"
                 if status != "exploratory" else "exploratory: early-stopped (patience), converged by its own recorded rule; rules chosen after the runs",
                 plan_hash=want or "", source=source)
 
@@ -422,8 +423,7 @@ def figure(claims: pd.DataFrame, plan: Dict[str, Any], layout: Optional[Dict[str
     order = {n: i for i, n in enumerate(plan["studies"])}
 
     def images(name: str) -> Tuple[int, int]:
-        b = plan["studies"][name]["budget"]
-        return (b["train_limit"] or 55000, b["epochs"])
+        return (study_images(plan["studies"][name]), plan["studies"][name]["budget"]["epochs"])
 
     def rows_of(panel: Dict[str, Any]) -> pd.DataFrame:
         c = claims[claims.question.isin(panel["questions"])].copy()
