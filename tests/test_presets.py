@@ -93,8 +93,8 @@ def test_paper_preset_runs_at_its_shapes(preset, tmp_path):
     time). One child trains the teacher and the ref cell, a second the free cell: in one child the free cell's
     training came on top of what the ref cell left resident (7.3 GB; 5.9 GB each apart, GNU time, cifar100_dino_base),
     and the suite, every process summed (tests/conftest.py), went just over 8 GB."""
-    for cells in (["ref"], ["free"]):
-        code = (f"import sys; sys.path.insert(0, {str(ROOT / 'tests')!r}); import test_presets; "
+    for cells in (["ref"], ["free"]):  # the child imports this checkout's odevit, whatever the venv has installed
+        code = (f"import sys; sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / 'tests')!r}]; import test_presets; "
                 f"test_presets.run_preset({preset!r}, {str(tmp_path)!r}, {cells!r})")
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-6000:]

@@ -120,7 +120,9 @@ def test_pretrained_without_network_fails_fast_with_one_line(tmp_path):
 
     import yaml
 
-    env = dict(os.environ, HF_ENDPOINT="http://10.255.255.1", HF_HOME=str(tmp_path / "hf"), HF_HUB_DISABLE_TELEMETRY="1")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the checkout under test, whatever is installed
+    env = dict(os.environ, HF_ENDPOINT="http://10.255.255.1", HF_HOME=str(tmp_path / "hf"), HF_HUB_DISABLE_TELEMETRY="1",
+               PYTHONPATH=root)
     params = yaml.safe_load(open(os.path.join(os.path.dirname(__file__), "..", "params.yaml")))
     params["teacher"].update(name="vit_small_patch16_224.dino", pretrained=True, patch_size=None, embed_dim=None,
                              depth=None, num_heads=None, mlp_ratio=None)
