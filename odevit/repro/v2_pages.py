@@ -50,13 +50,15 @@ def v2_verdicts(root: str = ".") -> str:
     t = read_json(os.path.join(root, "results/v2/teacher/selected.json"))
     learning = c[c.verdict.str.startswith("not converged")]
     waiting = c[c.verdict.str.startswith("not measured")]
+    unmade = waiting[~waiting.verdict.str.contains("machine shift")]  # the rest: made, on two machine kinds
     return fill("v2-verdicts", c=list(c.itertuples()), t=t, all_converged=all(t["converged"]), label=_v2_label,
                 against=_v2_against, images=lambda r: budget_images(r.budget),
                 decided=[(v, list(c[c.verdict == v].itertuples())) for v in ("supports", "contradicts")],
                 learning=list(learning.itertuples()), rest=list(c[c.verdict == "inconclusive"].itertuples()),
                 learning_cells=sorted({x.split(" ")[0] for s in learning.still_learning for x in s.split(", ")}),
                 waiting=list(waiting.itertuples()), families=list(dict.fromkeys(c.family)),
-                waiting_studies=", ".join(sorted({f"{q.study} ({q.seeds} seeds)" for q in waiting.itertuples()})),
+                waiting_studies=", ".join(sorted({f"{q.study} ({q.seeds} seeds)" for q in unmade.itertuples()})),
+                shifted=list(waiting[~waiting.index.isin(unmade.index)].itertuples()),
                 alphas=", ".join(f"{f.replace('v2_', '')} {a:.4g}"
                                  for f, a in c.groupby("family", sort=False).alpha_each.first().items()))
 
