@@ -12,7 +12,7 @@ import time
 from datetime import date
 from pathlib import Path
 
-from odevit.repro import machine  # noqa: E402  (torch-free: what the machine record of every run uses)
+from odevit.repro import machine  # the CPU name as every run's machine record gives it (this import is not measured)
 
 ROOT = Path(__file__).resolve().parents[1]
 MODULES = ("odevit.repro.study", "odevit", "torch", "timm", "timm.layers._fx", "torchvision", "torch._dynamo",

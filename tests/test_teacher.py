@@ -132,7 +132,11 @@ def test_pretrained_without_network_fails_fast_with_one_line(tmp_path):
     t0 = time.perf_counter()
     procs = [subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for cmd in ([sys.executable, "-c", code], [sys.executable, "-m", "odevit.repro.config", "02_teacher"])]
-    lib_err, stage_err = (p.communicate(timeout=60)[1] for p in procs)
+    try:
+        lib_err, stage_err = (p.communicate(timeout=60)[1] for p in procs)
+    finally:  # as subprocess.run's timeout does: a child that hangs is not left running
+        for p in procs:
+            p.kill()
     assert time.perf_counter() - t0 < 30
     lib, stage = procs
     assert lib.returncode != 0 and "set teacher.weights_file" in lib_err.strip().splitlines()[-1], lib_err[-500:]
