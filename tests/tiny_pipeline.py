@@ -126,8 +126,9 @@ def repro(tmp_path_factory):
 
     work = tmp_path_factory.mktemp("pipeline")
     (work / "outputs").mkdir()  # in git as outputs/.gitkeep
-    for name in ("dvc.yaml", "notebooks", "odevit", "presets", "plan_v2.yaml", "results/v2", "docs/templates"):  # plan v2's committed
-        src = ROOT / name  # runs: what its notebooks' stages (08-12) read
+    for name in ("dvc.yaml", "notebooks", "odevit", "presets", "plan_v2.yaml", "results/v2", "results/v2_cpu",
+                 "docs/templates"):  # plan v2's committed runs and reruns: what its notebooks' stages (08-12) read
+        src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
     (work / "params.yaml").write_text(yaml.safe_dump(tiny_params()))
     (work / "plan.yaml").write_text(yaml.safe_dump(tiny_plan()))

@@ -59,10 +59,12 @@ def chdir_root(markers: Sequence[str] = ("plan_v2.yaml", "dvc.yaml")) -> str:
 images = plan2.images  # a study's training images (train_limit 0 = all 55,000)
 
 
-def check_claims(plan: Dict[str, Any], runs: pd.DataFrame, teacher: Dict[str, Any], claims: pd.DataFrame) -> None:
+def check_claims(plan: Dict[str, Any], runs: pd.DataFrame, teacher: Dict[str, Any], claims: pd.DataFrame,
+                 shift: Optional[pd.DataFrame] = None) -> None:
     """StaleClaims unless claims.csv has one row per question of the plan, in its order, each with the verdict that
-    verdicts2.judge gives on the runs now in results/v2."""
-    now = verdicts2.judge(plan, runs, teacher)
+    verdicts2.judge gives on the runs now in results/v2 and the machine shift measured by the reruns beside them
+    (`shift`: verdicts2.measured_shifts)."""
+    now = verdicts2.judge(plan, runs, teacher, shift=shift)
     if list(claims.question) != list(now.question):
         raise StaleClaims(f"results/v2/claims.csv has rows {list(claims.question)}, the plan {list(now.question)}: "
                           "rerun python -m odevit.repro.verdicts2")
@@ -79,7 +81,7 @@ def load(results: str = RESULTS, plan_file: str = plan2.PLAN_FILE) -> Dict[str, 
     runs = verdicts2.runs(results)
     teacher = verdicts2.teacher(results)
     claims = pd.read_csv(os.path.join(results, "claims.csv"))
-    check_claims(plan, runs, teacher, claims)
+    check_claims(plan, runs, teacher, claims, verdicts2.measured_shifts(results, runs))
     with open(os.path.join(results, "teacher", "selected.json")) as f:
         selected = json.load(f)
     return dict(plan=plan, runs=runs, teacher=teacher, selected=selected, claims=claims, results=results)
@@ -111,7 +113,20 @@ def rows_markdown(claims: pd.DataFrame, questions: Optional[Sequence[str]] = Non
     """rows() as a markdown table (what the notebooks display; tests read its row and verdict columns back)."""
     t = rows(claims, questions, family)
     return markdown(t.drop(columns=["claim"])) + "\n\n" + "\n".join(
-        f"- **{r.row}**: {r.claim}" for r in t.itertuples())
+        f"- **{r.row}**: {r.claim}" for r in t.itertuples()) + _shift_lines(claims, t.row)
+
+
+def _shift_lines(claims: pd.DataFrame, questions: Sequence[str]) -> str:
+    """For the rows made on two machine kinds: the shift measured between them (claims.csv machine_shift, from the
+    reruns in results/v2_cpu) and whether the test reads the same with every seed moved by its largest value."""
+    if "machine_shift" not in claims:
+        return ""
+    c = claims.set_index("question").loc[list(questions)]
+    c = c[c.machine_shift.notna()]
+    return "".join(f"\n\n**{q}** was made on two machine kinds; the shift between them, measured on committed runs "
+                   f"retrained on the other kind (results/v2_cpu): {r.machine_shift}. With every seed moved by that "
+                   f"largest shift either way the test reads {'the same' if r.verdict_under_shift == 'same' else 'differently'}."
+                   for q, r in c.iterrows())
 
 
 def markdown(table: pd.DataFrame) -> str:

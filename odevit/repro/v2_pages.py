@@ -59,6 +59,7 @@ def v2_verdicts(root: str = ".") -> str:
                 waiting=list(waiting.itertuples()), families=list(dict.fromkeys(c.family)),
                 waiting_studies=", ".join(sorted({f"{q.study} ({q.seeds} seeds)" for q in unmade.itertuples()})),
                 shifted=list(waiting[~waiting.index.isin(unmade.index)].itertuples()),
+                two_kinds=list(c[c.machine_shift.notna()].itertuples()) if "machine_shift" in c else [],
                 alphas=", ".join(f"{f.replace('v2_', '')} {a:.4g}"
                                  for f, a in c.groupby("family", sort=False).alpha_each.first().items()))
 

@@ -68,6 +68,17 @@ def _shift_note(sh: pd.DataFrame, devices: set) -> Optional[pd.DataFrame]:
     return hit if len(hit) else None
 
 
+def reruns_of(results: str = RESULTS) -> str:
+    """The reruns folder beside a results folder (results/v2 -> results/v2_cpu, RERUNS)."""
+    return os.path.join(os.path.dirname(os.path.normpath(results)), os.path.basename(RERUNS))
+
+
+def measured_shifts(results: str = RESULTS, made: Optional[pd.DataFrame] = None) -> pd.DataFrame:
+    """`shifts` between the runs in `results` and the reruns beside them (reruns_of): what judge's `shift` takes."""
+    made = runs(results) if made is None else made
+    return shifts(made, runs(reruns_of(results)))
+
+
 def teacher(results: str = RESULTS) -> Dict[str, Any]:
     """The selected teacher (selected.json): test Acc@1 and its seeds' spread, in points."""
     path = os.path.join(results, "teacher", "selected.json")
@@ -271,7 +282,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     mapping = yaml.safe_load(open(MAPPING)) if os.path.exists(MAPPING) else {}
     plan1 = pd.read_csv(PLAN1_CLAIMS) if os.path.exists(PLAN1_CLAIMS) else pd.DataFrame()
     made = runs(a.results)
-    claims = judge(plan, made, t, mapping, plan1, shifts(made, runs(RERUNS)))
+    claims = judge(plan, made, t, mapping, plan1, measured_shifts(a.results, made))
     os.makedirs(a.out, exist_ok=True)
     from .files import write_csv
 
