@@ -107,7 +107,7 @@ def test_two_machine_kinds_need_their_measured_shift():
     assert sh["shift"].tolist() == pytest.approx([0.1]) and sh.device_committed.tolist() == ["d"]
     row = verdicts2.judge(plan, r, T, shift=sh).iloc[0]
     assert row.verdict == "supports" and row.verdict_under_shift == "same"
-    assert row.machine_shift.startswith("cpu - d: mean +0.10 pt, largest |shift| 0.10 pt over ref s1")
+    assert row.machine_shift == "cpu runs minus the same seeds' d runs: +0.10 (ref s1) pt; mean +0.10, largest |shift| 0.10"
     big = pd.DataFrame([dict(study="s", cell="ref", seed=1, acc1=84.5, device="cpu")])  # a 2.5 pt shift
     row = verdicts2.judge(plan, r, T, shift=verdicts2.shifts(r, big)).iloc[0]
     assert row.verdict == "supports" and row.verdict_under_shift == "changes"

@@ -123,9 +123,12 @@ def _shift_lines(claims: pd.DataFrame, questions: Sequence[str]) -> str:
         return ""
     c = claims.set_index("question").loc[list(questions)]
     c = c[c.machine_shift.notna()]
-    return "".join(f"\n\n**{q}** was made on two machine kinds; the shift between them, measured on committed runs "
-                   f"retrained on the other kind (results/v2_cpu): {r.machine_shift}. With every seed moved by that "
-                   f"largest shift either way the test reads {'the same' if r.verdict_under_shift == 'same' else 'differently'}."
+    return "".join(f"\n\n**{q}** was made on two machine kinds. The shift between them, measured on committed runs "
+                   f"retrained on the other kind (results/v2_cpu): {r.machine_shift}. With every seed's difference "
+                   f"moved by the largest shift either way, the test alone"
+                   f"{'' if r.verdict == r.verdict_test else f' (not the verdict: the row is *{r.verdict}*)'} "
+                   f"{'still reads' if r.verdict_under_shift == 'same' else 'no longer reads'} "
+                   f"*{r.verdict_test}*."
                    for q, r in c.iterrows())
 
 

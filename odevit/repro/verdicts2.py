@@ -173,9 +173,11 @@ def judge(plan: Dict[str, Any], r: pd.DataFrame, t: Dict[str, Any], mapping: Opt
             row["machine_shift"], row["verdict_under_shift"] = None, None
             if sh is not None:
                 big = float(sh["shift"].abs().max())
-                row["machine_shift"] = (f"{sh.device_rerun.iloc[0]} - {sh.device_committed.iloc[0]}: mean "
-                                        f"{sh['shift'].mean():+.2f} pt, largest |shift| {big:.2f} pt over "
-                                        + ", ".join(f"{c} s{int(z)}" for c, z in zip(sh.cell, sh.seed)))
+                row["machine_shift"] = (f"{sh.device_rerun.iloc[0]} runs minus the same seeds' "
+                                        f"{sh.device_committed.iloc[0]} runs: "
+                                        + ", ".join(f"{x:+.2f} ({c} s{int(z)})" for x, c, z in
+                                                    zip(sh["shift"], sh.cell, sh.seed))
+                                        + f" pt; mean {sh['shift'].mean():+.2f}, largest |shift| {big:.2f}")
                 moved = {decide(x.to_numpy(dtype=float) + e, qm, a)["verdict"] for e in (-big, big)}
                 row["verdict_under_shift"] = "same" if moved == {d["verdict"]} else "changes"
             if len(x) < len(seeds) or len(used) < len(used_cells) * len(seeds):
