@@ -214,3 +214,26 @@ def test_the_readme_writer_is_small_and_its_wording_is_data():
     used = set(re.findall(r'fill\("([\w-]+)"', code)) | {
         m[:-len(".md.j2")] for t in templates for m in re.findall(r'include "([\w.-]+)"', t.read_text())}
     assert {t.name[:-len(".md.j2")] for t in templates} == used
+
+
+def test_the_key_names_the_machine_shift_case_only_while_a_row_is_in_it(tmp_path):
+    """The full key (README, section v2-key) defines "(machine shift)" while some row of results/v2/claims.csv awaits
+    its measured shift, and leaves it out once none does (a reader would look for such a row)."""
+    from odevit.repro import v2_pages
+
+    for d in ("results/v2/teacher",):
+        (tmp_path / d).mkdir(parents=True)
+    shutil.copy(ROOT / "results/v2/teacher/selected.json", tmp_path / "results/v2/teacher/selected.json")
+    claims = (ROOT / "results/v2/claims.csv").read_text()
+    (tmp_path / "results/v2/claims.csv").write_text(claims)
+    import pandas as pd
+
+    c = pd.read_csv(tmp_path / "results/v2/claims.csv")
+    waiting = any(v2_pages.awaits_shift(v) for v in c.verdict)  # the committed rows
+    assert ("(*machine shift*)" in v2_pages.v2_key(str(tmp_path))) == waiting
+    c.loc[0, "verdict"] = "not measured yet (machine shift between CPU: a and GPU: b)"
+    c.to_csv(tmp_path / "results/v2/claims.csv", index=False)
+    assert "(*machine shift*)" in v2_pages.v2_key(str(tmp_path))
+    c.loc[0, "verdict"] = "not measured yet (0 of 4 seeds)"
+    c.to_csv(tmp_path / "results/v2/claims.csv", index=False)
+    assert "(*machine shift*)" not in v2_pages.v2_key(str(tmp_path))

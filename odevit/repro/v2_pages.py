@@ -147,6 +147,7 @@ def v2_key(root: str = ".") -> str:
     c = pd.read_csv(path)
     return fill("v2-key", c=c, t=read_json(os.path.join(root, "results/v2/teacher/selected.json")),
                 seeds=" or ".join(str(n) for n in sorted({int(x) for x in c.seeds})),
+                awaiting=any(awaits_shift(v) for v in c.verdict),  # the *machine shift* case, where a row is in it
                 levels=[f"{100 * (1 - a):.4g} %" for a in sorted(set(c.alpha_each), reverse=True)],
                 margins=sorted({float(m) for m in c.margin[c.test == "equivalence"]}),
                 ni_margins=sorted({round(float(m), 2) for m in c.margin[c.test == "non_inferiority"]}))
