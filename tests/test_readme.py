@@ -221,12 +221,11 @@ def test_the_key_names_the_machine_shift_case_only_while_a_row_is_in_it(tmp_path
     its measured shift, and leaves it out once none does (a reader would look for such a row)."""
     from odevit.repro import v2_pages
 
-    for d in ("results/v2/teacher",):
-        (tmp_path / d).mkdir(parents=True)
-    shutil.copy(ROOT / "results/v2/teacher/selected.json", tmp_path / "results/v2/teacher/selected.json")
-    claims = (ROOT / "results/v2/claims.csv").read_text()
-    (tmp_path / "results/v2/claims.csv").write_text(claims)
     import pandas as pd
+
+    (tmp_path / "results/v2/teacher").mkdir(parents=True)
+    shutil.copy(ROOT / "results/v2/teacher/selected.json", tmp_path / "results/v2/teacher/selected.json")
+    shutil.copy(ROOT / "results/v2/claims.csv", tmp_path / "results/v2/claims.csv")
 
     c = pd.read_csv(tmp_path / "results/v2/claims.csv")
     waiting = any(v2_pages.awaits_shift(v) for v in c.verdict)  # the committed rows

@@ -18,6 +18,7 @@ import pandas as pd
 
 from . import plan2, verdicts2
 from .v2_pages import budget_images, row_label  # a row id in words (docs/templates/words.yaml v2_labels), as docs/v2.md names it
+from .wording import fill  # docs/templates: the machine-shift sentence, as docs/v2.md gives it
 from .wording import pt  # a signed difference in pt, never "-0.00": every difference these tables print
 
 RESULTS = verdicts2.RESULTS
@@ -117,19 +118,13 @@ def rows_markdown(claims: pd.DataFrame, questions: Optional[Sequence[str]] = Non
 
 
 def _shift_lines(claims: pd.DataFrame, questions: Sequence[str]) -> str:
-    """For the rows made on two machine kinds: the shift measured between them (claims.csv machine_shift, from the
-    reruns in results/v2_cpu) and whether the test reads the same with every seed moved by its largest value."""
+    """For the rows made on two machine kinds: the shift measured between them and what the test alone reads under it
+    (docs/templates/v2-shift.md.j2, the sentence docs/v2.md gives too)."""
     if "machine_shift" not in claims:
         return ""
     c = claims.set_index("question").loc[list(questions)]
     c = c[c.machine_shift.notna()]
-    return "".join(f"\n\n**{q}** was made on two machine kinds. The shift between them, measured on committed runs "
-                   f"retrained on the other kind (results/v2_cpu): {r.machine_shift}. With every seed's difference "
-                   f"moved by the largest shift either way, the test alone"
-                   f"{'' if r.verdict == r.verdict_test else f' (not the verdict: the row is *{r.verdict}*)'} "
-                   f"{'still reads' if r.verdict_under_shift == 'same' else 'no longer reads'} "
-                   f"*{r.verdict_test}*."
-                   for q, r in c.iterrows())
+    return "".join(f"\n\n**{q}** was made on two machine kinds. " + fill("v2-shift", r=r) for q, r in c.iterrows())
 
 
 def markdown(table: pd.DataFrame) -> str:

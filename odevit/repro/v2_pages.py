@@ -50,7 +50,8 @@ def v2_verdicts(root: str = ".") -> str:
     t = read_json(os.path.join(root, "results/v2/teacher/selected.json"))
     learning = c[c.verdict.str.startswith("not converged")]
     waiting = c[c.verdict.str.startswith("not measured")]
-    unmade = waiting[~waiting.verdict.map(awaits_shift)]  # the rest: made, on two machine kinds
+    shifted = waiting.verdict.map(awaits_shift)  # made, on two machine kinds whose shift is not measured yet
+    unmade = waiting[~shifted]
     return fill("v2-verdicts", c=list(c.itertuples()), t=t, all_converged=all(t["converged"]), label=_v2_label,
                 against=_v2_against, images=lambda r: budget_images(r.budget),
                 decided=[(v, list(c[c.verdict == v].itertuples())) for v in ("supports", "contradicts")],
@@ -58,7 +59,7 @@ def v2_verdicts(root: str = ".") -> str:
                 learning_cells=sorted({x.split(" ")[0] for s in learning.still_learning for x in s.split(", ")}),
                 waiting=list(waiting.itertuples()), families=list(dict.fromkeys(c.family)),
                 waiting_studies=", ".join(sorted({f"{q.study} ({q.seeds} seeds)" for q in unmade.itertuples()})),
-                shifted=list(waiting[~waiting.index.isin(unmade.index)].itertuples()),
+                shifted=list(waiting[shifted].itertuples()),
                 two_kinds=list(c[c.machine_shift.notna()].itertuples()) if "machine_shift" in c else [],
                 alphas=", ".join(f"{f.replace('v2_', '')} {a:.4g}"
                                  for f, a in c.groupby("family", sort=False).alpha_each.first().items()))
