@@ -7,12 +7,18 @@ highest peaks (`make test` must stay within 8 GB; `-m "not bigmem"` deselects an
 
 Suite-wide durations: a run of the whole suite (`make test`) writes every test's setup, call and teardown seconds to
 results/tests/durations.csv (`Durations`), slowest first, for git: where the suite's time goes, and how that changes
-from one commit to the next. Nothing is judged against a time."""
+from one commit to the next. Nothing is judged against a time.
+
+Two workers: `make test` runs the suite on pytest-xdist workers (`-n 2 --dist loadgroup --no-loadscope-reorder`).
+A module's tests stay on one worker (its module-scoped fixtures are made once) and every test of the tiny pipeline
+(the session fixture `repro`) on one worker, so the pipeline is made once; the groups go out longest first by the
+committed durations (`schedule`), so that the longest does not start last. A serial run keeps the collection order."""
 import csv
 import ctypes
 import gc
 import io
 import os
+import re
 import sys
 import threading
 from pathlib import Path
@@ -97,6 +103,7 @@ class TreeMemory:
 
 
 DURATIONS = "results/tests/durations.csv"  # under the rootdir
+GROUP_SUFFIX = re.compile(r"@(tiny_pipeline|tests/[^@:]+\.py)$")  # what pytest-xdist appends to a grouped test's id
 
 
 class Durations:
@@ -117,7 +124,8 @@ class Durations:
         self.note = ""
 
     def add(self, report) -> None:
-        self.rows.append((report.nodeid, report.when, float(report.duration), report.outcome))
+        nodeid = GROUP_SUFFIX.sub("", report.nodeid)  # under --dist loadgroup: the id without xdist's "@group"
+        self.rows.append((nodeid, report.when, float(report.duration), report.outcome))
 
     def partial(self, session, exitstatus) -> Optional[str]:
         """Why this session is not a run of the whole suite, or None."""
@@ -189,6 +197,46 @@ def pytest_runtest_logstart(nodeid, location):  # under pytest-xdist, the contro
 def pytest_runtest_logfinish(nodeid, location):
     if "tree" in _MEMORY:
         _MEMORY["tree"].finish(nodeid)
+
+
+TINY_GROUP = "tiny_pipeline"  # the xdist group of every test that asks for the session fixture `repro`
+
+
+def group_of(item) -> str:
+    """The xdist group of a test: TINY_GROUP for the tiny pipeline's tests, else its module's path."""
+    return TINY_GROUP if "repro" in getattr(item, "fixturenames", ()) else item.nodeid.split("::")[0]
+
+
+def schedule(items: list, seconds: Dict[str, float]) -> list:
+    """The tests grouped, groups in order of their summed committed seconds, longest first (a group or test absent
+    from the record counts 0 s: it goes last); within a group the collection order is kept. Longest first, each to
+    the worker that is free next: one group that runs for minutes cannot start at the end and run alone."""
+    groups: Dict[str, list] = {}
+    for item in items:
+        groups.setdefault(group_of(item), []).append(item)
+    total = {g: sum(seconds.get(i.nodeid, 0.0) for i in its) for g, its in groups.items()}
+    return [i for g in sorted(groups, key=lambda g: -total[g]) for i in groups[g]]
+
+
+def committed_seconds(path: Path) -> Dict[str, float]:
+    """Each test's seconds (setup + call + teardown) in the committed durations record; {} without one."""
+    out: Dict[str, float] = {}
+    try:
+        with open(path, newline="") as f:
+            for row in csv.DictReader(f):
+                out[row["nodeid"]] = out.get(row["nodeid"], 0.0) + float(row["seconds"])
+    except (OSError, KeyError, ValueError):
+        return {}
+    return out
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook, which appends each item's group to its nodeid
+def pytest_collection_modifyitems(config, items):
+    if not getattr(config.option, "loadgroup", False):  # a serial run, or -n without --dist loadgroup
+        return
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(group_of(item)))
+    items[:] = schedule(items, committed_seconds(config.rootpath / DURATIONS))
 
 
 def pytest_runtest_logreport(report):  # each phase of each test (the controller's hook for workers' tests too)
