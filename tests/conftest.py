@@ -9,16 +9,17 @@ Suite-wide durations: a run of the whole suite (`make test`) writes every test's
 results/tests/durations.csv (`Durations`), slowest first, for git: where the suite's time goes, and how that changes
 from one commit to the next. Nothing is judged against a time.
 
-Two workers: `make test` runs the suite on pytest-xdist workers (`-n 2 --dist loadgroup --no-loadscope-reorder`).
-A module's tests stay on one worker (its module-scoped fixtures are made once) and every test of the tiny pipeline
-(the session fixture `repro`) on one worker, so the pipeline is made once; the groups go out longest first by the
-committed durations (`schedule`), so that the longest does not start last. A serial run keeps the collection order."""
+Two workers: `make test` runs the suite on pytest-xdist workers (`-n 2 --dist loadscope --no-loadscope-reorder`).
+A module's tests stay on one worker (its module-scoped fixtures are made once); the tiny pipeline's tests (the session
+fixture `repro`) are all in one module, so the pipeline is made once (a collection with them in two modules stops);
+the modules go out longest first by the committed durations (`schedule`), so that the longest does not start last.
+(Not --dist loadgroup: with pytest 9.2 it no longer groups, pytest-xdist issue #1386.) A serial run keeps the
+collection order."""
 import csv
 import ctypes
 import gc
 import io
 import os
-import re
 import sys
 import threading
 from pathlib import Path
@@ -103,7 +104,6 @@ class TreeMemory:
 
 
 DURATIONS = "results/tests/durations.csv"  # under the rootdir
-GROUP_SUFFIX = re.compile(r"@(tiny_pipeline|tests/[^@:]+\.py)$")  # what pytest-xdist appends to a grouped test's id
 
 
 class Durations:
@@ -124,8 +124,7 @@ class Durations:
         self.note = ""
 
     def add(self, report) -> None:
-        nodeid = GROUP_SUFFIX.sub("", report.nodeid)  # under --dist loadgroup: the id without xdist's "@group"
-        self.rows.append((nodeid, report.when, float(report.duration), report.outcome))
+        self.rows.append((report.nodeid, report.when, float(report.duration), report.outcome))
 
     def partial(self, session, exitstatus) -> Optional[str]:
         """Why this session is not a run of the whole suite, or None."""
@@ -199,21 +198,17 @@ def pytest_runtest_logfinish(nodeid, location):
         _MEMORY["tree"].finish(nodeid)
 
 
-TINY_GROUP = "tiny_pipeline"  # the xdist group of every test that asks for the session fixture `repro`
-
-
-def group_of(item) -> str:
-    """The xdist group of a test: TINY_GROUP for the tiny pipeline's tests, else its module's path."""
-    return TINY_GROUP if "repro" in getattr(item, "fixturenames", ()) else item.nodeid.split("::")[0]
+def module_of(item) -> str:
+    return item.nodeid.split("::")[0]
 
 
 def schedule(items: list, seconds: Dict[str, float]) -> list:
-    """The tests grouped, groups in order of their summed committed seconds, longest first (a group or test absent
-    from the record counts 0 s: it goes last); within a group the collection order is kept. Longest first, each to
-    the worker that is free next: one group that runs for minutes cannot start at the end and run alone."""
+    """The tests by module, modules in order of their summed committed seconds, longest first (a module or test absent
+    from the record counts 0 s: it goes last); within a module the collection order is kept. Longest first, each to
+    the worker that is free next: a module that runs for minutes cannot start at the end and run alone."""
     groups: Dict[str, list] = {}
     for item in items:
-        groups.setdefault(group_of(item), []).append(item)
+        groups.setdefault(module_of(item), []).append(item)
     total = {g: sum(seconds.get(i.nodeid, 0.0) for i in its) for g, its in groups.items()}
     return [i for g in sorted(groups, key=lambda g: -total[g]) for i in groups[g]]
 
@@ -230,12 +225,21 @@ def committed_seconds(path: Path) -> Dict[str, float]:
     return out
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook, which appends each item's group to its nodeid
+def tiny_pipeline_modules(items: list) -> Set[str]:
+    return {module_of(i) for i in items if "repro" in getattr(i, "fixturenames", ())}
+
+
 def pytest_collection_modifyitems(config, items):
-    if not getattr(config.option, "loadgroup", False):  # a serial run, or -n without --dist loadgroup
+    """On pytest-xdist workers under --dist loadscope (`make test`), which keeps a module's tests on one worker: the
+    modules longest first (`schedule`), and the tiny pipeline's tests in one module, or each worker running one of
+    them would make the pipeline again (a serial run keeps the collection order)."""
+    if not hasattr(config, "workerinput"):  # a serial run (or the controller, which collects nothing)
         return
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(group_of(item)))
+    modules = tiny_pipeline_modules(items)
+    if len(modules) > 1:
+        raise pytest.UsageError(f"the tiny pipeline's tests (fixture `repro`) are in {len(modules)} modules "
+                                f"({', '.join(sorted(modules))}): under `make test`'s workers each would make it; "
+                                "keep them in one module")
     items[:] = schedule(items, committed_seconds(config.rootpath / DURATIONS))
 
 
