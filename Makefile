@@ -34,11 +34,8 @@ lock: $(STAMP)
 	  $(LOCK_ARGS) -o $(LOCK) pyproject.toml
 	$(BIN)/python -m odevit.repro.machine --stamp-lock $(LOCK)
 
-# the suite on TEST_WORKERS pytest-xdist workers: a module's tests on one worker (the tiny pipeline's are in one), the
-# longest groups first by results/tests/durations.csv (tests/conftest.py); TEST_WORKERS=0 runs it in this process
-TEST_WORKERS ?= 2
 test: $(STAMP) data  # data: the published-weights test evaluates on the real Fashion-MNIST test set
-	$(BIN)/python -m pytest -q $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder)
+	$(BIN)/python -m pytest -q
 
 # Fashion-MNIST comes from Debian's dataset-fashion-mnist package where apt and root are available
 data:

@@ -7,14 +7,7 @@ highest peaks (`make test` must stay within 8 GB; `-m "not bigmem"` deselects an
 
 Suite-wide durations: a run of the whole suite (`make test`) writes every test's setup, call and teardown seconds to
 results/tests/durations.csv (`Durations`), slowest first, for git: where the suite's time goes, and how that changes
-from one commit to the next. Nothing is judged against a time.
-
-Two workers: `make test` runs the suite on pytest-xdist workers (`-n 2 --dist loadscope --no-loadscope-reorder`).
-A module's tests stay on one worker (its module-scoped fixtures are made once); the tiny pipeline's tests (the session
-fixture `repro`) are all in one module, so the pipeline is made once (a collection with them in two modules stops);
-the modules go out longest first by the committed durations (`schedule`), so that the longest does not start last.
-(Not --dist loadgroup: with pytest 9.2 it no longer groups, pytest-xdist issue #1386.) A serial run keeps the
-collection order."""
+from one commit to the next. Nothing is judged against a time."""
 import csv
 import ctypes
 import gc
@@ -196,51 +189,6 @@ def pytest_runtest_logstart(nodeid, location):  # under pytest-xdist, the contro
 def pytest_runtest_logfinish(nodeid, location):
     if "tree" in _MEMORY:
         _MEMORY["tree"].finish(nodeid)
-
-
-def module_of(item) -> str:
-    return item.nodeid.split("::")[0]
-
-
-def schedule(items: list, seconds: Dict[str, float]) -> list:
-    """The tests by module, modules in order of their summed committed seconds, longest first (a module or test absent
-    from the record counts 0 s: it goes last); within a module the collection order is kept. Longest first, each to
-    the worker that is free next: a module that runs for minutes cannot start at the end and run alone."""
-    groups: Dict[str, list] = {}
-    for item in items:
-        groups.setdefault(module_of(item), []).append(item)
-    total = {g: sum(seconds.get(i.nodeid, 0.0) for i in its) for g, its in groups.items()}
-    return [i for g in sorted(groups, key=lambda g: -total[g]) for i in groups[g]]
-
-
-def committed_seconds(path: Path) -> Dict[str, float]:
-    """Each test's seconds (setup + call + teardown) in the committed durations record; {} without one."""
-    out: Dict[str, float] = {}
-    try:
-        with open(path, newline="") as f:
-            for row in csv.DictReader(f):
-                out[row["nodeid"]] = out.get(row["nodeid"], 0.0) + float(row["seconds"])
-    except (OSError, KeyError, ValueError):
-        return {}
-    return out
-
-
-def tiny_pipeline_modules(items: list) -> Set[str]:
-    return {module_of(i) for i in items if "repro" in getattr(i, "fixturenames", ())}
-
-
-def pytest_collection_modifyitems(config, items):
-    """On pytest-xdist workers under --dist loadscope (`make test`), which keeps a module's tests on one worker: the
-    modules longest first (`schedule`), and the tiny pipeline's tests in one module, or each worker running one of
-    them would make the pipeline again (a serial run keeps the collection order)."""
-    if not hasattr(config, "workerinput"):  # a serial run (or the controller, which collects nothing)
-        return
-    modules = tiny_pipeline_modules(items)
-    if len(modules) > 1:
-        raise pytest.UsageError(f"the tiny pipeline's tests (fixture `repro`) are in {len(modules)} modules "
-                                f"({', '.join(sorted(modules))}): under `make test`'s workers each would make it; "
-                                "keep them in one module")
-    items[:] = schedule(items, committed_seconds(config.rootpath / DURATIONS))
 
 
 def pytest_runtest_logreport(report):  # each phase of each test (the controller's hook for workers' tests too)

@@ -273,3 +273,20 @@ def test_committed_executed_copy_states_the_verdict_files_rows(name):
     assert list(stated) == ROWS.get(name, [])
     for row, verdict in stated.items():
         assert verdict == want[row], f"{name}: {row} stated as {verdict!r}, claims.csv says {want[row]!r}"
+
+
+@pytest.mark.slow
+def test_v2_notebooks_execute_on_the_committed_results(repro):
+    """Each notebook, executed by its DVC stage in the tiny pipeline (tests/tiny_pipeline.py: a workspace holding
+    plan_v2.yaml and a copy of results/v2; DVC deletes a stage's outputs before it runs it, so every figure below was
+    drawn by this run): it ran, wrote its figures and states its rows with claims.csv's verdicts."""
+    want = CLAIMS.set_index("question").verdict
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    for name in notebook.PLAN_V2:
+        stated = _stated(repro / f"outputs/{name}.ipynb")
+        assert list(stated) == ROWS.get(name, [])
+        assert all(stated[q] == want[q] for q in stated)
+        for o in stages[name]["outs"]:
+            path = next(iter(o))
+            if path.endswith(".png"):
+                assert (repro / path).stat().st_size > 10_000, path
