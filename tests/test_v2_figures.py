@@ -290,3 +290,42 @@ def test_v2_notebooks_execute_on_the_committed_results(repro):
             path = next(iter(o))
             if path.endswith(".png"):
                 assert (repro / path).stat().st_size > 10_000, path
+
+
+FINDS = {"09_v2_budget": ["ce_minus_free_1k", "ts_minus_free_10k", "retention_55k"],
+         "10_v2_steps": ["half_n_free", "unseen_free", "unseen_below_remedy"],
+         "11_v2_design": ["centernorm_minus_layernorm", "strong_minus_weak_teacher"]}
+
+
+@pytest.mark.parametrize("name", sorted(FINDS))
+def test_findings_give_the_readmes_claims_with_numbers_and_verdicts_that_follow_the_file(name):
+    """The opening answer of notebooks 09-11: every README claim the notebook shows (words.yaml v2_claims, the
+    table's wording), each row with claims.csv's mean and verdict; a changed verdict or mean in the file changes the
+    sentence, and a claim shown elsewhere is not stated."""
+    words = yaml.safe_load((ROOT / "docs/templates/words.yaml").read_text())["v2_claims"]
+    text = v2.findings(CLAIMS, name)
+    mine = [g["claim"] for g in words if g["shown"] == f"outputs/{name}.ipynb"]
+    assert mine and all(f"**{c}**" in text for c in mine)
+    assert not any(f"**{g['claim']}**" in text for g in words if g["claim"] not in mine)
+    c = CLAIMS.set_index("question")
+    flat = " ".join(text.split())
+    for q in FINDS[name]:
+        r = c.loc[q]
+        assert f"*{r.verdict.replace(' runs)', ')')}*" in flat or r.verdict.startswith("not measured"), q
+        if pd.notna(r["mean"]):
+            assert f"{r['mean']:+.2f} pt" in flat, q
+    changed = CLAIMS.copy()
+    i = changed.index[changed.question == FINDS[name][0]][0]
+    changed.loc[i, ["mean", "verdict"]] = [42.0, "contradicts"]
+    flipped = " ".join(v2.findings(changed, name).split())
+    assert "+42.00 pt" in flipped and "+42.00 pt" not in flat and flipped != flat
+
+
+@pytest.mark.parametrize("name", sorted(FINDS))
+def test_committed_executed_copy_opens_with_its_findings(name):
+    """The executed copy in outputs/ shows the findings as the verdict file gives them now (a copy executed before
+    claims.csv changed fails here), before its first figure."""
+    nb = nbformat.read(str(ROOT / f"outputs/{name}.ipynb"), as_version=4)
+    shown = [o["data"]["text/markdown"] for c in nb.cells for o in c.get("outputs", [])
+             if "text/markdown" in o.get("data", {})]
+    assert shown and shown[0] == v2.findings(CLAIMS, name)

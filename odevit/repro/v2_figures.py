@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from . import plan2, verdicts2
+from . import plan2, v2_pages, verdicts2
 from .v2_pages import budget_images, row_label  # a row id in words (docs/templates/words.yaml v2_labels), as docs/v2.md names it
 from .wording import fill  # docs/templates: the machine-shift sentence, as docs/v2.md gives it
 from .wording import pt  # a signed difference in pt, never "-0.00": every difference these tables print
@@ -107,6 +107,12 @@ def rows(claims: pd.DataFrame, questions: Optional[Sequence[str]] = None, family
         # the runs of a row with no measured seed are those of one cell only: no count until the row has a seed
         "runs converged": [v if int(n) > 0 else "–" for v, n in zip(c.converged, c.n)], VERDICT_COLUMN: c.verdict})
     return out.reset_index(drop=True)
+
+
+def findings(claims: pd.DataFrame, name: str) -> str:
+    """The README's claims (its table's wording) that notebook `name` shows, each with its rows' mean differences,
+    intervals and verdicts from claims.csv, as sentences (v2_pages.findings): the notebook's opening answer."""
+    return v2_pages.findings(claims, f"outputs/{name}.ipynb")
 
 
 def rows_markdown(claims: pd.DataFrame, questions: Optional[Sequence[str]] = None, family: Optional[str] = None

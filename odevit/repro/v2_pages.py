@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, List
 
 import pandas as pd
 
@@ -105,6 +105,31 @@ def _ours(r: Dict[str, Any]) -> str:
     return f"{_short(r)} {pt(r['mean'])} [{pt(r['ci_low'])}, {pt(r['ci_high'])}] *{_word(r)}*"
 
 
+def claim_groups(c: pd.DataFrame) -> List[Dict[str, Any]]:
+    """The claims of the README's table (words.yaml v2_claims), each with its claims.csv rows (as dicts) and the
+    paper's number (plan_v2.yaml's, via claims.csv paper_effect) or words; every row of `c` in exactly one claim."""
+    c = c.set_index("question", drop=False)
+    groups = []
+    for g in WORDS["v2_claims"]:
+        rows = [c.loc[q].to_dict() for q in g["rows"]]
+        eff = rows[0]["paper_effect"]
+        paper = f"{eff:+.1f} pt ({g['paper_setting']})" if g.get("paper_setting") and not pd.isna(eff) else g["paper_text"]
+        groups.append(dict(g, rows=rows, paper=paper))
+    missing = set(c.question) - {r["question"] for g in groups for r in g["rows"]}
+    if missing:
+        raise ValueError(f"docs/templates/words.yaml v2_claims: rows of {CLAIMS} in no claim: {sorted(missing)}")
+    return groups
+
+
+def findings(c: pd.DataFrame, shown: str) -> str:
+    """The README's claims whose rows notebook `shown` (e.g. "outputs/09_v2_budget.ipynb") shows, as sentences: the
+    claim in the README's words, the paper's number, then each row's mean difference, interval and verdict from
+    claims.csv (docs/templates/v2-findings.md.j2): what a reader who arrives from the README's table finds at the top
+    of the notebook."""
+    groups = [g for g in claim_groups(c) if g["shown"] == shown]
+    return fill("v2-findings", groups=groups, short=_short, word=_word)
+
+
 def v2_claims(root: str = ".") -> str:
     """The README's findings and claims table: the rows that decided (supports, contradicts) in words, with the same
     claim's other rows; how many have no verdict yet and why (and what the test alone would read for those still
@@ -115,16 +140,8 @@ def v2_claims(root: str = ".") -> str:
     if not os.path.exists(path):
         return fill("v2-claims", c=None)
     c = pd.read_csv(path).set_index("question", drop=False)
-    groups = []
-    for g in WORDS["v2_claims"]:
-        rows = [c.loc[q].to_dict() for q in g["rows"]]
-        eff = rows[0]["paper_effect"]
-        paper = f"{eff:+.1f} pt ({g['paper_setting']})" if g.get("paper_setting") and not pd.isna(eff) else g["paper_text"]
-        groups.append(dict(g, rows=rows, paper=paper))
+    groups = claim_groups(c)
     group_of = {r["question"]: g for g in groups for r in g["rows"]}
-    missing = set(c.question) - set(group_of)
-    if missing:
-        raise ValueError(f"docs/templates/words.yaml v2_claims: rows of {CLAIMS} in no claim: {sorted(missing)}")
     rows = [r.to_dict() for _, r in c.iterrows()]
     learning = [r for r in rows if r["verdict"].startswith("not converged")]
     return fill("v2-claims", c=c, groups=groups, ours=_ours, short=_short,
