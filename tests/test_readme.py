@@ -1,7 +1,10 @@
 """Every result number in the generated sections of the README and the docs pages equals what the committed results
 files give."""
+import re
 import shutil
 from pathlib import Path
+
+import yaml
 
 from odevit.repro import plan1_pages, readme, report, results_pages, stats
 from test_study import _results
@@ -236,3 +239,19 @@ def test_the_key_names_the_machine_shift_case_only_while_a_row_is_in_it(tmp_path
     c.loc[0, "verdict"] = "not measured yet (0 of 4 seeds)"
     c.to_csv(tmp_path / "results/v2/claims.csv", index=False)
     assert "(*machine shift*)" not in v2_pages.v2_key(str(tmp_path))
+
+
+def test_every_readme_figure_is_drawn_by_an_executed_notebook():
+    """Each image the README shows is an output of a notebook stage in dvc.yaml (papermill executes it; its executed
+    copy is committed in outputs/) and is in git; the notebook is linked beside it."""
+    text = (ROOT / "README.md").read_text()
+    images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
+    assert images  # the README shows at least the budget curve
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    drawn_by = {next(iter(o)): name for name, st in stages.items() if st.get("cmd", "").startswith(
+        "python -m odevit.repro.notebook ") for o in st.get("outs", []) if isinstance(o, dict)}
+    for img in images:
+        assert img in drawn_by, f"README shows {img}, which no notebook stage draws"
+        assert (ROOT / img).is_file() and (ROOT / f"outputs/{drawn_by[img]}.ipynb").is_file()
+        near = text[text.index(img):text.index(img) + 400]
+        assert f"](outputs/{drawn_by[img]}.ipynb)" in near, f"{img}: its notebook is not linked beside it"
