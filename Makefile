@@ -74,6 +74,7 @@ quick: $(STAMP) data
 plan-v2: $(STAMP) data
 	$(BIN)/python -m odevit.repro.fast plan_v2.yaml
 	$(BIN)/python -m odevit.repro.verdicts2
+	$(BIN)/python -m odevit.repro.publish --v2
 	$(BIN)/python -m odevit.repro.readme
 
 # the evidence: every study of plan.yaml (one cached, resumable DVC stage per study, cell and seed) and the verdicts

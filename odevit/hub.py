@@ -51,8 +51,9 @@ ARCH_KWARGS = {STUDENT_ARCH: STUDENT_KWARGS, TEACHER_ARCH: TEACHER_KWARGS}
 # the default teacher at CIFAR's shape (presets/cifar10_cpu.yaml), no published weights
 CIFAR_TEACHER_ARCH = "odevit_teacher_patch4_32"
 CIFAR_TEACHER_KWARGS: Dict[str, Any] = dict(TEACHER_KWARGS, img_size=32, patch_size=4, in_chans=3)
-# the folders of weights/: the quick run's tags (stage publish) and the plan's (stage publish_evidence)
-QUICK, EVIDENCE = "quick", "evidence"
+# the folders of weights/: the quick run's tags (stage publish), plan 1's (stage publish_evidence) and plan v2's
+# (`python -m odevit.repro.publish --v2`, with the plan's runs: make plan-v2)
+QUICK, EVIDENCE, V2 = "quick", "evidence", "v2"
 # tag -> (architecture, what it is, folder)
 TAGS = {
     f"{TEACHER_ARCH}.fmnist": (TEACHER_ARCH, "the teacher of every run, quick and planned (stage 02_teacher)", QUICK),
@@ -68,6 +69,8 @@ TAGS = {
         STUDENT_ARCH, "free ODE: the student's architecture from scratch (plan study confirm_55k, cell free)", EVIDENCE),
     f"{TEACHER_ARCH}.fmnist_strong": (
         TEACHER_ARCH, "stronger teacher: the same architecture trained with augmentation (exploratory)", EVIDENCE),
+    f"{TEACHER_ARCH}.fmnist_v2": (
+        TEACHER_ARCH, "plan v2's teacher: 40 epochs with augmentation, the seed selected on validation (plan_v2.yaml)", V2),
 }
 
 
@@ -117,7 +120,7 @@ def read_manifest(root: Optional[str] = None) -> Dict[str, Any]:
     path = os.path.join(root or os.path.join(WEIGHTS_DIR, QUICK), MANIFEST)
     if not os.path.isfile(path):
         raise WeightsError(f"{path}: missing (dvc repro publish writes weights/{QUICK}, dvc repro publish_evidence "
-                           f"weights/{EVIDENCE})")
+                           f"weights/{EVIDENCE}, python -m odevit.repro.publish --v2 weights/{V2})")
     with open(path) as f:
         return json.load(f)
 
@@ -125,7 +128,7 @@ def read_manifest(root: Optional[str] = None) -> Dict[str, Any]:
 def published() -> Dict[str, Dict[str, Any]]:
     """Every published tag's manifest entry, over the folders of weights/ (a folder without a manifest is skipped)."""
     out: Dict[str, Dict[str, Any]] = {}
-    for folder in (QUICK, EVIDENCE):
+    for folder in (QUICK, EVIDENCE, V2):
         root = os.path.join(WEIGHTS_DIR, folder)
         if os.path.isfile(os.path.join(root, MANIFEST)):
             out.update(read_manifest(root)["weights"])

@@ -1,4 +1,4 @@
-"""Published weights (weights/quick: the quick run's; weights/evidence: the plan's): every tag reloads offline and
+"""Published weights (weights/quick: the quick run's; weights/evidence: plan 1's; weights/v2: plan v2's): every tag reloads offline and
 reproduces its published Acc@1, which is its run's committed Acc@1 (exactly for the quick run, trained on this CPU;
 within publish.ACC1_TOLERANCE for a GPU run); altered or missing files and architecture mismatches are refused with
 the file's name and its expected checksum."""
@@ -16,7 +16,7 @@ from odevit import hub
 from odevit.repro import data, evaluate, publish
 
 ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = {f: json.loads((ROOT / "weights" / f / "manifest.json").read_text())["weights"] for f in (hub.QUICK, hub.EVIDENCE)}
+FOLDERS = {f: json.loads((ROOT / "weights" / f / "manifest.json").read_text())["weights"] for f in (hub.QUICK, hub.EVIDENCE, hub.V2)}
 MANIFEST = {t: e for m in FOLDERS.values() for t, e in m.items()}
 DISTILL = f"{hub.STUDENT_ARCH}.fmnist_distill"
 TEACHER = f"{hub.TEACHER_ARCH}.fmnist"
@@ -54,6 +54,16 @@ def test_evidence_tags_are_the_best_validation_seed_of_their_plan_cell():
                 for s in seeds}
         assert (e["study"], e["cell"]) == (r["study"], r["cell"])
         assert e["seed"] == max(best, key=lambda k: (best[k], -k)), r["tag"]
+
+
+def test_v2_teacher_is_the_selected_seeds_kept_weights():
+    """weights/v2: plan v2's teacher, the seed results/v2/teacher/selected.json names (selected on validation), made
+    from the best.pt kept in git whose sha256 the selection recorded; its Acc@1 is that seed's test Acc@1."""
+    sel = json.loads((ROOT / "results/v2/teacher/selected.json").read_text())
+    e = FOLDERS[hub.V2][f"{hub.TEACHER_ARCH}.fmnist_v2"]
+    assert e["seed"] == sel["seed"] and e["checkpoint"] == "weights/v2_teacher/best.pt"
+    assert hub.sha256(str(ROOT / e["checkpoint"])) == sel["sha256"]
+    assert e["metrics"]["acc1"] == e["run_metrics"]["acc1"] == sel["acc1"]
 
 
 @pytest.mark.parametrize("tag", sorted(hub.TAGS))
@@ -129,3 +139,23 @@ def test_evaluate_cli_lists_tags_and_rejects_bad_input(capsys):
     assert evaluate.main(["odevit_small_patch7_28.nope"]) == 2
     assert evaluate.main([TEACHER, "--num-steps", "4"]) == 2
     assert "discrete ViT" in capsys.readouterr().err
+
+
+def test_publish_v2_without_its_teacher_stops_naming_the_file(tmp_path, monkeypatch, capsys):
+    """`publish --v2` where plan v2's teacher is not selected yet: one line naming the missing file, exit 2, nothing
+    written; and a kept best.pt that is not the selected seed's is refused by its sha256."""
+    for f in ("params.yaml", "plan_v2.yaml"):
+        shutil.copy(ROOT / f, tmp_path / f)
+    shutil.copytree(ROOT / "presets", tmp_path / "presets")  # the plan's cells name presets
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as e:
+        publish.main(["--v2"])
+    assert e.value.code == 2 and "results/v2/teacher/selected.json: missing" in capsys.readouterr().err
+    assert not (tmp_path / "weights").exists()
+    shutil.copytree(ROOT / "results/v2/teacher", tmp_path / "results/v2/teacher")
+    (tmp_path / "weights/v2_teacher").mkdir(parents=True)
+    (tmp_path / "weights/v2_teacher/best.pt").write_bytes(b"not the teacher")
+    with pytest.raises(SystemExit) as e:
+        publish.main(["--v2"])
+    assert e.value.code == 2 and "not the selected teacher's weights" in capsys.readouterr().err
+    assert not (tmp_path / "weights/v2").exists()

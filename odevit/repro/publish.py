@@ -3,6 +3,7 @@
     python -m odevit.repro.publish              # stage publish: the quick run's teacher, free ODE and distilled
                                                 # student of the main seed (study.seeds[0]) -> weights/quick
     python -m odevit.repro.publish --evidence   # stage publish_evidence: plan.yaml's publish block -> weights/evidence
+    python -m odevit.repro.publish --v2         # plan v2's teacher (make plan-v2, outside DVC as its runs) -> weights/v2
 
 Each writes safetensors (weights only) with FOLDER/manifest.json (sha256, size, architecture, constructor arguments,
 source checkpoint, cell, seed, how the seed was selected, data, metrics), then reloads every tag the way users do
@@ -25,8 +26,8 @@ from safetensors.torch import load_file, save_file
 
 from . import config, data, pipeline, train
 from . import plan as plan_mod
-from ..hub import (ARCH_KWARGS, EVIDENCE, MANIFEST, QUICK, STUDENT_ARCH, TAGS, TEACHER_ARCH, WEIGHTS_DIR, WeightsError,
-                   sha256, weights_path)
+from ..hub import (ARCH_KWARGS, EVIDENCE, MANIFEST, QUICK, STUDENT_ARCH, TAGS, TEACHER_ARCH, V2, WEIGHTS_DIR,
+                   WeightsError, sha256, weights_path)
 from .evaluate import evaluate_tag
 
 
@@ -132,6 +133,32 @@ def evidence_sources(params_file: str = "params.yaml", plan_file: str = plan_mod
     return out
 
 
+def v2_sources(plan_file: str = "plan_v2.yaml", params_file: str = "params.yaml") -> Dict[str, Dict[str, Any]]:
+    """What `--v2` publishes (weights/v2): plan v2's teacher, the seed selected on validation (results/v2/teacher/
+    selected.json), from the best.pt kept in git (weights/v2_teacher/best.pt), which must be that seed's (sha256)."""
+    from . import fast
+
+    p = fast.Plan(plan_file, params_file)
+    selected = f"{fast.RESULTS}/teacher/selected.json"
+    if not os.path.isfile(selected):
+        raise FileNotFoundError(f"{selected}: missing (plan v2's teacher is not trained and selected yet: make plan-v2)")
+    sel = pipeline.read_json(selected)
+    seed = int(sel["seed"])
+    if not os.path.isfile(fast.KEPT_TEACHER) or sha256(fast.KEPT_TEACHER) != sel["sha256"]:
+        raise WeightsError(f"{fast.KEPT_TEACHER}: missing or not the selected teacher's weights (sha256 {sel['sha256']}, "
+                           f"{selected})")
+    seeds = [int(s) for s in p.plan["teacher"]["seeds"]]
+    val = {s: pipeline.read_json(f"{fast.RESULTS}/teacher/s{s}/metrics.json")["val_acc1"] for s in seeds}
+    b, tc = dataclasses.replace(p.base, seed=seed), p.teacher_cfg
+    return {f"{TEACHER_ARCH}.fmnist_v2": dict(
+        kind="teacher", checkpoint=fast.KEPT_TEACHER, metrics=f"{fast.RESULTS}/teacher/s{seed}/metrics.json",
+        builder=tc.name or pipeline.GENERIC_VIT, model_kwargs=pipeline.teacher_kwargs(b, tc), cell=None, seed=seed,
+        study=None, plan_hash=pipeline.read_json(f"{fast.RESULTS}/teacher/s{seed}/metrics.json").get("plan_hash"),
+        selection=f"best validation Acc@1 of seeds {seeds} (ties: the first in the plan's order): "
+                  + ", ".join(f"s{s} {100 * v:.2f}" for s, v in val.items()),
+        data=_data_spec(b, seed))}
+
+
 def _data_spec(b: Any, seed: Optional[int]) -> Dict[str, Any]:
     return dict(dataset=b.dataset, image_size=b.image_size, channels=b.channels, normalize=b.normalize,
                 eval_batch_size=b.eval_batch_size, test_limit=b.test_limit, data_root=b.data_root,
@@ -145,14 +172,17 @@ def _state_dict(path: str) -> Dict[str, torch.Tensor]:
 
 
 def publish(params_file: str = "params.yaml", root: Optional[str] = None, evidence: bool = False,
-            plan_file: str = plan_mod.PLAN_FILE) -> Dict[str, Any]:
+            plan_file: str = plan_mod.PLAN_FILE, v2: bool = False) -> Dict[str, Any]:
     """Write ROOT/TAG.safetensors + ROOT/manifest.json from the runs' best checkpoints: the quick run's tags
-    (weights/quick) or, with `evidence`, the plan's (weights/evidence). Everything is written to ROOT.staging and
-    checked there — every tag reloaded the way users load it must reproduce its run's Acc@1 — before it replaces
-    ROOT: a failure leaves the previous weights untouched and nothing half-written."""
-    folder = EVIDENCE if evidence else QUICK
+    (weights/quick), with `evidence` plan 1's (weights/evidence), with `v2` plan v2's (weights/v2). Everything is
+    written to ROOT.staging and checked there — every tag reloaded the way users load it must reproduce its run's
+    Acc@1 — before it replaces ROOT: a failure leaves the previous weights untouched and nothing half-written."""
+    if evidence and v2:
+        raise ValueError("publish: evidence and v2 are two folders; publish one at a time")
+    folder = V2 if v2 else EVIDENCE if evidence else QUICK
     root = root or os.path.join(WEIGHTS_DIR, folder)
-    src = evidence_sources(params_file, plan_file) if evidence else sources(params_file)
+    src = v2_sources(params_file=params_file) if v2 else evidence_sources(params_file, plan_file) if evidence else \
+        sources(params_file)
     # every input read (and checked) before anything is written
     inputs = {}
     for tag, e in src.items():
@@ -199,13 +229,16 @@ def publish(params_file: str = "params.yaml", root: Optional[str] = None, eviden
 
 
 def main(argv: Optional[list] = None) -> None:
-    ap = argparse.ArgumentParser(description=f"Publish the quick run's weights to weights/{QUICK} (DVC stage publish) "
-                                             f"or, with --evidence, the plan's to weights/{EVIDENCE} (publish_evidence)")
+    ap = argparse.ArgumentParser(description=f"Publish the quick run's weights to weights/{QUICK} (DVC stage publish), "
+                                             f"with --evidence plan 1's to weights/{EVIDENCE} (publish_evidence), with "
+                                             f"--v2 plan v2's to weights/{V2}")
     ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--evidence", action="store_true", help="the tags of plan.yaml's publish block")
+    group = ap.add_mutually_exclusive_group()
+    group.add_argument("--evidence", action="store_true", help="the tags of plan.yaml's publish block")
+    group.add_argument("--v2", action="store_true", help=f"plan v2's teacher, to weights/{V2}")
     args = ap.parse_args(argv)
     try:
-        publish(args.params, evidence=args.evidence)
+        publish(args.params, evidence=args.evidence, v2=args.v2)
     except (config.ConfigError, plan_mod.PlanError, train.CheckpointError, FileNotFoundError, WeightsError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

@@ -47,9 +47,10 @@ def module_map(root: str = ".") -> str:
 
 
 def _weights_rows(root: str = ".") -> List[Dict[str, Any]]:
-    """One row per published tag (weights/quick, weights/evidence): what `evaluate` gives, the run it came from."""
+    """One row per published tag (weights/v2, weights/evidence, weights/quick): what `evaluate` gives, the run it came
+    from."""
     rows = []
-    for folder in ("evidence", "quick"):
+    for folder in ("v2", "evidence", "quick"):
         path = os.path.join(root, "weights", folder, "manifest.json")
         for tag, e in (read_json(path)["weights"] if os.path.isfile(path) else {}).items():
             half = read_json(os.path.join(root, e["metrics_file"])).get("acc1_half_n")
@@ -64,6 +65,8 @@ def _weights_source(r: Dict[str, Any]) -> str:
         state = ("converged" if c["converged"] else
                  f"not converged: +{c['gain_last_pts']:.2f} pt in its last quarter, threshold {c['threshold_pts']:.2f}")
         return f"{e['study']} {e['cell']} s{e['seed']} (best validation of {len(e['seeds_compared'])} seeds; {state})"
+    if r["folder"] == "v2":
+        return f"plan v2's teacher s{e['seed']} ({e['selection'].split(' (')[0]})"
     if e["kind"] == "teacher" and r["folder"] == "evidence":
         return "exploratory snapshot, trained in its own clone (" + os.path.dirname(os.path.dirname(os.path.dirname(
             e["metrics_file"]))) + "/study.json)"
