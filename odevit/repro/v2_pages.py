@@ -13,6 +13,7 @@ import pandas as pd
 from .wording import WORDS, fill, pt, read_json
 
 CLAIMS = "results/v2/claims.csv"
+OURS = ("our extension", "not in the paper")  # words.yaml v2_claims paper_text of the claims that are ours
 
 
 def _v2_label(q: str) -> str:
@@ -150,7 +151,10 @@ def v2_claims(root: str = ".") -> str:
                 others={q: [f"{_short(o)} *{_word(o)}*" for o in g["rows"] if o["question"] != q]
                         for q, g in group_of.items()},
                 stem=lambda p: os.path.splitext(os.path.basename(p))[0],
-                decided=[(v, [r for r in rows if r["verdict"] == v]) for v in ("supports", "contradicts")],
+                # a row of a claim the paper does not make (our extension, our remedy) is read against our prediction
+                decided=[(f"{v.capitalize()} {whose}", [r for r in rows if r["verdict"] == v and (
+                    group_of[r["question"]].get("paper_text") in OURS) == (whose != "the paper")])
+                         for v in ("supports", "contradicts") for whose in ("the paper", "our extension of it")],
                 test_alone={v: sum(r["verdict_test"] == v for r in learning) for v in ("supports", "contradicts")},
                 learning=learning, waiting=[r for r in rows if r["verdict"].startswith("not measured")],
                 undecided=[r for r in rows if _word(r) in ("inconclusive", "unfair")])
