@@ -148,14 +148,14 @@ def v2_sources(plan_file: str = "plan_v2.yaml", params_file: str = "params.yaml"
         raise WeightsError(f"{fast.KEPT_TEACHER}: missing or not the selected teacher's weights (sha256 {sel['sha256']}, "
                            f"{selected})")
     seeds = [int(s) for s in p.plan["teacher"]["seeds"]]
-    val = {s: pipeline.read_json(f"{fast.RESULTS}/teacher/s{s}/metrics.json")["val_acc1"] for s in seeds}
+    runs = {s: pipeline.read_json(f"{fast.RESULTS}/teacher/s{s}/metrics.json") for s in seeds}
     b, tc = dataclasses.replace(p.base, seed=seed), p.teacher_cfg
     return {f"{TEACHER_ARCH}.fmnist_v2": dict(
         kind="teacher", checkpoint=fast.KEPT_TEACHER, metrics=f"{fast.RESULTS}/teacher/s{seed}/metrics.json",
         builder=tc.name or pipeline.GENERIC_VIT, model_kwargs=pipeline.teacher_kwargs(b, tc), cell=None, seed=seed,
-        study=None, plan_hash=pipeline.read_json(f"{fast.RESULTS}/teacher/s{seed}/metrics.json").get("plan_hash"),
+        study=None, plan_hash=runs[seed].get("plan_hash"),
         selection=f"best validation Acc@1 of seeds {seeds} (ties: the first in the plan's order): "
-                  + ", ".join(f"s{s} {100 * v:.2f}" for s, v in val.items()),
+                  + ", ".join(f"s{s} {100 * m['val_acc1']:.2f}" for s, m in runs.items()),
         data=_data_spec(b, seed))}
 
 

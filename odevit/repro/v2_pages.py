@@ -108,14 +108,15 @@ def _ours(r: Dict[str, Any]) -> str:
 
 def claim_groups(c: pd.DataFrame) -> List[Dict[str, Any]]:
     """The claims of the README's table (words.yaml v2_claims), each with its claims.csv rows (as dicts) and the
-    paper's number (plan_v2.yaml's, via claims.csv paper_effect) or words; every row of `c` in exactly one claim."""
+    paper's number (plan_v2.yaml's, via claims.csv paper_effect) or words, and whether the claim is ours (`is_ours`:
+    an extension of the paper or our remedy, read against our prediction); every row of `c` in exactly one claim."""
     c = c.set_index("question", drop=False)
     groups = []
     for g in WORDS["v2_claims"]:
         rows = [c.loc[q].to_dict() for q in g["rows"]]
         eff = rows[0]["paper_effect"]
         paper = f"{eff:+.1f} pt ({g['paper_setting']})" if g.get("paper_setting") and not pd.isna(eff) else g["paper_text"]
-        groups.append(dict(g, rows=rows, paper=paper))
+        groups.append(dict(g, rows=rows, paper=paper, is_ours=g.get("paper_text") in OURS))
     missing = set(c.question) - {r["question"] for g in groups for r in g["rows"]}
     if missing:
         raise ValueError(f"docs/templates/words.yaml v2_claims: rows of {CLAIMS} in no claim: {sorted(missing)}")
@@ -152,9 +153,10 @@ def v2_claims(root: str = ".") -> str:
                         for q, g in group_of.items()},
                 stem=lambda p: os.path.splitext(os.path.basename(p))[0],
                 # a row of a claim the paper does not make (our extension, our remedy) is read against our prediction
-                decided=[(f"{v.capitalize()} {whose}", [r for r in rows if r["verdict"] == v and (
-                    group_of[r["question"]].get("paper_text") in OURS) == (whose != "the paper")])
-                         for v in ("supports", "contradicts") for whose in ("the paper", "our extension of it")],
+                decided=[(f"{v.capitalize()} {whose}", [r for r in rows if r["verdict"] == v and
+                                                          group_of[r["question"]]["is_ours"] == ours])
+                         for v in ("supports", "contradicts")
+                         for whose, ours in (("the paper", False), ("our extension of it", True))],
                 test_alone={v: sum(r["verdict_test"] == v for r in learning) for v in ("supports", "contradicts")},
                 learning=learning, waiting=[r for r in rows if r["verdict"].startswith("not measured")],
                 undecided=[r for r in rows if _word(r) in ("inconclusive", "unfair")])
