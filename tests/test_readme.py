@@ -241,6 +241,84 @@ def test_the_key_names_the_machine_shift_case_only_while_a_row_is_in_it(tmp_path
     assert "(*machine shift*)" not in v2_pages.v2_key(str(tmp_path))
 
 
+def test_the_short_key_under_the_table_gives_the_margins_and_levels_of_claims_csv(tmp_path):
+    """The short key under the README's claims table (section v2-claims) states the margins and interval levels a
+    verdict reads against, from results/v2/claims.csv: a changed margin or alpha changes it (the full key below the
+    snippets says the same at length)."""
+    from odevit.repro import v2_pages
+
+    import pandas as pd
+
+    (tmp_path / "results/v2").mkdir(parents=True)
+    c = pd.read_csv(ROOT / "results/v2/claims.csv")
+    c.to_csv(tmp_path / "results/v2/claims.csv", index=False)
+    text = " ".join(v2_pages.v2_claims(str(tmp_path)).split())
+    short = text[text.index("*supports* / *contradicts*"):]
+    eq, ni = c.margin[c.test == "equivalence"].iloc[0], c.margin[c.test == "non_inferiority"].iloc[0]
+    assert f"±{float(eq)} pt for \"robust\"" in short and f"−{round(float(ni), 2)} pt for \"competitive\"" in short
+    assert f"{100 * (1 - c.alpha_each.max()):.4g} %–{100 * (1 - c.alpha_each.min()):.4g} %" in short
+    c.loc[c.test == "equivalence", "margin"] = 2.5
+    c.loc[:, "alpha_each"] = 0.01
+    c.to_csv(tmp_path / "results/v2/claims.csv", index=False)
+    short = " ".join(v2_pages.v2_claims(str(tmp_path)).split())
+    short = short[short.index("*supports* / *contradicts*"):]
+    assert "±2.5 pt for \"robust\"" in short and "seeds, 99 %)" in short
+
+
+def test_no_verdict_line_names_the_cells_whose_runs_hold_rows_back(tmp_path):
+    """The findings' "No verdict" line says which cells' runs still learning hold the not-converged rows back, and
+    how many rows each (claims.csv `still_learning`): moving a row's still-learning runs to another cell moves the
+    count."""
+    from odevit.repro import v2_pages
+
+    import pandas as pd
+
+    (tmp_path / "results/v2").mkdir(parents=True)
+    c = pd.read_csv(ROOT / "results/v2/claims.csv")
+    nc = c[c.verdict.str.startswith("not converged")]
+    c.to_csv(tmp_path / "results/v2/claims.csv", index=False)
+
+    def line():
+        text = " ".join(v2_pages.v2_claims(str(tmp_path)).split())
+        return text[text.index("**No verdict**"):text.index("| claim")]
+
+    blocks = v2_pages._blocking([r for _, r in nc.iterrows()])
+    assert sum(b["rows"] for b in blocks) >= len(nc)  # every not-converged row is held by at least one cell
+    for b in blocks:
+        assert b["cell"] in line()
+    c.loc[nc.index, "still_learning"] = "free 3/6"  # every such row now waits on one cell
+    c.loc[nc.index, "budget"] = "2000 images x 10 epochs"
+    c.to_csv(tmp_path / "results/v2/claims.csv", index=False)
+    assert f"runs still learning: 2k free ODE 3 of 6, {len(nc)} rows;" in line()
+
+
+def test_a_study_still_training_names_its_resume_files_only_while_they_exist(tmp_path):
+    """docs/v2.md's "Not measured yet" line names the resume files (checkpoints/v2/STUDY/CELL/last.pt) a study not
+    made yet continues from, and says nothing of them where there are none."""
+    from odevit.repro import v2_pages
+
+    (tmp_path / "results/v2/teacher").mkdir(parents=True)
+    for f in ("results/v2/claims.csv", "results/v2/teacher/selected.json"):
+        shutil.copy(ROOT / f, tmp_path / f)
+    waiting = sorted({s for s, v in zip(*_claims_columns("study", "verdict")) if v.startswith("not measured")})
+    assert waiting
+    text = " ".join(v2_pages.v2_verdicts(str(tmp_path)).split())
+    assert "resume files" not in text
+    (tmp_path / f"checkpoints/v2/{waiting[0]}/ce").mkdir(parents=True)  # a cell folder without last.pt: not named
+    (tmp_path / f"checkpoints/v2/{waiting[0]}/ref").mkdir(parents=True)
+    (tmp_path / f"checkpoints/v2/{waiting[0]}/ref/last.pt").write_bytes(b"x")
+    text = " ".join(v2_pages.v2_verdicts(str(tmp_path)).split())
+    assert f"resume files, checkpoints/v2/{waiting[0]}/ref/last.pt, on the machine kind" in text
+    assert f"checkpoints/v2/{waiting[0]}/ce/" not in text
+
+
+def _claims_columns(*names):
+    import pandas as pd
+
+    c = pd.read_csv(ROOT / "results/v2/claims.csv")
+    return [list(c[n]) for n in names]
+
+
 def test_every_readme_figure_is_drawn_by_an_executed_notebook():
     """Each image the README shows is an output of a notebook stage in dvc.yaml (papermill executes it; its executed
     copy is committed in outputs/) and is in git; the notebook is linked beside it."""

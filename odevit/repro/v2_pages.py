@@ -60,10 +60,18 @@ def v2_verdicts(root: str = ".") -> str:
                 learning_cells=sorted({x.split(" ")[0] for s in learning.still_learning for x in s.split(", ")}),
                 waiting=list(waiting.itertuples()), families=list(dict.fromkeys(c.family)),
                 waiting_studies=", ".join(sorted({f"{q.study} ({q.seeds} seeds)" for q in unmade.itertuples()})),
+                in_progress=sorted(p for q in set(unmade.study) for p in _resume_files(root, q)),
                 shifted=list(waiting[shifted].itertuples()),
                 two_kinds=list(c[c.machine_shift.notna()].itertuples()) if "machine_shift" in c else [],
                 alphas=", ".join(f"{f.replace('v2_', '')} {a:.4g}"
                                  for f, a in c.groupby("family", sort=False).alpha_each.first().items()))
+
+
+def _resume_files(root: str, study: str) -> List[str]:
+    """The committed resume files (last.pt of each cell group, `odevit.repro.fast`) of a study still training."""
+    base = os.path.join(root, "checkpoints/v2", study)
+    cells = sorted(os.listdir(base)) if os.path.isdir(base) else []
+    return [f"checkpoints/v2/{study}/{c}/last.pt" for c in cells if os.path.isfile(os.path.join(base, c, "last.pt"))]
 
 
 def awaits_shift(verdict: str) -> bool:
@@ -132,6 +140,21 @@ def findings(c: pd.DataFrame, shown: str) -> str:
     return fill("v2-findings", groups=groups, short=_short, word=_word)
 
 
+def _blocking(learning: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The cells whose runs still learning keep rows from a verdict (claims.csv `still_learning`, e.g. "ref 2/6"),
+    each with its budget and how many of the not-converged rows it holds back, most first: a reader sees that most of
+    them wait on the same few seeds."""
+    words = {**WORDS["v2_who"], **WORDS["cells"]}
+    held: Dict[str, int] = {}
+    for r in learning:
+        for part in str(r["still_learning"]).split(", "):
+            cell, frac = part.split(" ")
+            k, m = frac.split("/")
+            key = f"{budget_images(r['budget']) // 1000}k {words.get(cell, cell)} {k} of {m}"
+            held[key] = held.get(key, 0) + 1
+    return [dict(cell=key, rows=n) for key, n in sorted(held.items(), key=lambda kv: -kv[1])]
+
+
 def v2_claims(root: str = ".") -> str:
     """The README's findings and claims table: the rows that decided (supports, contradicts) in words, with the same
     claim's other rows; how many have no verdict yet and why (and what the test alone would read for those still
@@ -158,8 +181,16 @@ def v2_claims(root: str = ".") -> str:
                          for v in ("supports", "contradicts")
                          for whose, ours in (("the paper", False), ("our extension of it", True))],
                 test_alone={v: sum(r["verdict_test"] == v for r in learning) for v in ("supports", "contradicts")},
-                learning=learning, waiting=[r for r in rows if r["verdict"].startswith("not measured")],
+                learning=learning, blocking=_blocking(learning), waiting=[r for r in rows if r["verdict"].startswith("not measured")], **_levels_and_margins(c),
                 undecided=[r for r in rows if _word(r) in ("inconclusive", "unfair")])
+
+
+def _levels_and_margins(c: pd.DataFrame) -> Dict[str, Any]:
+    """The interval levels (1 - alpha per row, highest first) and the margins of claims.csv's equivalence and
+    non-inferiority rows, for the claims table's short key and the full key."""
+    return dict(levels=[f"{100 * (1 - a):.4g} %" for a in sorted(set(c.alpha_each), reverse=True)],
+                margins=sorted({float(m) for m in c.margin[c.test == "equivalence"]}),
+                ni_margins=sorted({round(float(m), 2) for m in c.margin[c.test == "non_inferiority"]}))
 
 
 def v2_key(root: str = ".") -> str:
@@ -172,9 +203,7 @@ def v2_key(root: str = ".") -> str:
     return fill("v2-key", c=c, t=read_json(os.path.join(root, "results/v2/teacher/selected.json")),
                 seeds=" or ".join(str(n) for n in sorted({int(x) for x in c.seeds})),
                 awaiting=any(awaits_shift(v) for v in c.verdict),  # the *machine shift* case, where a row is in it
-                levels=[f"{100 * (1 - a):.4g} %" for a in sorted(set(c.alpha_each), reverse=True)],
-                margins=sorted({float(m) for m in c.margin[c.test == "equivalence"]}),
-                ni_margins=sorted({round(float(m), 2) for m in c.margin[c.test == "non_inferiority"]}))
+                **_levels_and_margins(c))
 
 
 row_label = _v2_label  # the same words for plan v2's notebooks (odevit.repro.v2_figures)
