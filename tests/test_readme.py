@@ -319,6 +319,31 @@ def _claims_columns(*names):
     return [list(c[n]) for n in names]
 
 
+def test_readme_and_docs_v2_head_the_decided_rows_alike(tmp_path):
+    """A decided row is "Supports / Contradicts the paper" or, for a claim that is ours (our extension, our remedy),
+    "... our extension of it", in the README's findings and in docs/v2.md alike; flipping the free ODE's
+    never-trained row to supports moves it under the same new heading in both."""
+    from odevit.repro import v2_pages
+
+    import pandas as pd
+
+    (tmp_path / "results/v2/teacher").mkdir(parents=True)
+    shutil.copy(ROOT / "results/v2/teacher/selected.json", tmp_path / "results/v2/teacher/selected.json")
+    c = pd.read_csv(ROOT / "results/v2/claims.csv")
+
+    def headings():
+        c.to_csv(tmp_path / "results/v2/claims.csv", index=False)
+        return [re.findall(r"- \*\*((?:Supports|Contradicts)[^*]*)\*\*", f(str(tmp_path)))
+                for f in (v2_pages.v2_claims, v2_pages.v2_verdicts)]
+
+    readme, docs = headings()
+    assert readme == docs and readme
+    c.loc[c.question == "unseen_free", ["verdict", "mean", "ci_low", "ci_high"]] = ["supports", 0.1, -0.5, 0.6]
+    c.loc[c.verdict == "contradicts", "verdict"] = "inconclusive"
+    readme, docs = headings()
+    assert readme == docs and "Supports our extension of it" in readme and not any("Contradicts" in h for h in readme)
+
+
 def test_every_readme_figure_is_drawn_by_an_executed_notebook():
     """Each image the README shows is an output of a notebook stage in dvc.yaml (papermill executes it; its executed
     copy is committed in outputs/) and is in git; the notebook is linked beside it."""

@@ -14,6 +14,10 @@ from .wording import WORDS, fill, pt, read_json
 
 CLAIMS = "results/v2/claims.csv"
 OURS = ("our extension", "not in the paper")  # words.yaml v2_claims paper_text of the claims that are ours
+# the decided rows' headings (label, verdict, whether the claim is ours): a row of a claim the paper does not make (our
+# extension, our remedy) is read against our prediction, not the paper's
+DECIDED = [(f"{v.capitalize()} {whose}", v, ours) for v in ("supports", "contradicts")
+           for whose, ours in (("the paper", False), ("our extension of it", True))]
 
 
 def _v2_label(q: str) -> str:
@@ -49,13 +53,15 @@ def v2_verdicts(root: str = ".") -> str:
     if "teacher_minus_free" not in c:
         c["teacher_minus_free"] = math.nan
     t = read_json(os.path.join(root, "results/v2/teacher/selected.json"))
+    ours_of = {r["question"]: g["is_ours"] for g in claim_groups(c) for r in g["rows"]}
     learning = c[c.verdict.str.startswith("not converged")]
     waiting = c[c.verdict.str.startswith("not measured")]
     shifted = waiting.verdict.map(awaits_shift)  # made, on two machine kinds whose shift is not measured yet
     unmade = waiting[~shifted]
     return fill("v2-verdicts", c=list(c.itertuples()), t=t, all_converged=all(t["converged"]), label=_v2_label,
                 against=_v2_against, images=lambda r: budget_images(r.budget),
-                decided=[(v, list(c[c.verdict == v].itertuples())) for v in ("supports", "contradicts")],
+                decided=[(label, [r for r in c.itertuples() if r.verdict == v and ours_of[r.question] == ours])
+                         for label, v, ours in DECIDED],
                 learning=list(learning.itertuples()), rest=list(c[c.verdict == "inconclusive"].itertuples()),
                 learning_cells=sorted({x.split(" ")[0] for s in learning.still_learning for x in s.split(", ")}),
                 waiting=list(waiting.itertuples()), families=list(dict.fromkeys(c.family)),
@@ -175,12 +181,9 @@ def v2_claims(root: str = ".") -> str:
                 others={q: [f"{_short(o)} *{_word(o)}*" for o in g["rows"] if o["question"] != q]
                         for q, g in group_of.items()},
                 stem=lambda p: os.path.splitext(os.path.basename(p))[0],
-                # a row of a claim the paper does not make (our extension, our remedy) is read against our prediction
-                decided=[(f"{v.capitalize()} {whose}", [r for r in rows if r["verdict"] == v and
-                                                          group_of[r["question"]]["is_ours"] == ours])
-                         for v in ("supports", "contradicts")
-                         for whose, ours in (("the paper", False), ("our extension of it", True))],
-                test_alone={v: sum(r["verdict_test"] == v for r in learning) for v in ("supports", "contradicts")},
+                decided=[(label, [r for r in rows if r["verdict"] == v and group_of[r["question"]]["is_ours"] == ours])
+                         for label, v, ours in DECIDED],
+                test_alone={v: sum(r["verdict_test"] == v for r in learning) for v in ("supports", "contradicts", "inconclusive")},
                 learning=learning, blocking=_blocking(learning), waiting=[r for r in rows if r["verdict"].startswith("not measured")], **_levels_and_margins(c),
                 undecided=[r for r in rows if _word(r) in ("inconclusive", "unfair")])
 
