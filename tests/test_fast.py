@@ -1,6 +1,7 @@
 """The fast path (odevit/repro/fast.py): on the CPU it computes what the plain path (`train.fit_many`) computes, to
 floating-point rounding; its schedule, convergence rule, augmentation and evaluation against hand-computed cases."""
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -8,6 +9,8 @@ import torch
 from odevit.repro import config, fast, objectives, train
 
 from test_fit_many import _loaders, _model, _teacher_objective  # the plain path's own fixtures
+
+ROOT = Path(__file__).resolve().parents[1]
 
 RTOL = 1e-4  # as test_fit_many: batched products and the stacked norm sum in another order
 
@@ -146,6 +149,56 @@ def test_resume_continues_where_it_stopped(tmp_path):
         assert torch.allclose(g2.stacked.params[n], t, rtol=1e-6, atol=1e-7), n
     assert [h["val_acc1"] for h in g2.histories[0]] == [h["val_acc1"] for h in whole.histories[0]]
     assert (tmp_path / "s5" / "best.pt").exists()
+
+
+def test_a_group_resumes_only_the_run_it_was_written_for(tmp_path, monkeypatch, capsys):
+    """last.pt records the group's run key (configuration, training source, trainer): a group with another
+    configuration, trainer or a training source that no equivalence record accepts stops with one error naming the
+    file and what differs, writing nothing; the same key, or an older source that a checked equivalence record
+    (docs/evidence/source_equivalence.json) makes today's, continues; a last.pt from before keys were recorded
+    continues with a note."""
+    import json
+
+    from odevit.repro import train
+
+    monkeypatch.chdir(ROOT)  # the equivalence records' path is the repository's
+    cpu = torch.device("cpu")
+    lo = _loaders(5)
+
+    def group(key):
+        g = fast.new_group([_model(5), _model(6)], fast.Optim(3e-3, 0.05, 0.05, 1.0, 2), len(lo[0]), cpu)
+        g.key = key
+        return g
+
+    key = fast.run_key("v2_x", "planhash", "ref", [5, 6], {"epochs": 2})
+    assert key == fast.run_key("v2_x", "planhash", "ref", [5, 6], {"epochs": 2})  # deterministic
+    assert key["source"] == train.fingerprint() and len(key["trainer"]) == 16
+    other = fast.run_key("v2_x", "planhash", "ref", [5, 6], {"epochs": 3})
+    assert other["config"] != key["config"] and other["source"] == key["source"]
+    g = group(key)
+    g.histories, g.epoch = [[{"val_acc1": 0.5}], [{"val_acc1": 0.5}]], 1
+    last = tmp_path / "last.pt"
+    fast.save_group(g, [None, None], str(last))
+    before = last.read_bytes()
+    assert fast.load_resume(group(dict(key)), str(last))
+    with pytest.raises(fast.ResumeError, match=f"{last}: written for another run \\(config "):
+        fast.load_resume(group(other), str(last))
+    for part in ("trainer", "source"):
+        with pytest.raises(fast.ResumeError, match=f"\\({part} "):
+            fast.load_resume(group(dict(key, **{part: "0" * 16})), str(last))
+    assert last.read_bytes() == before  # nothing written
+    rec = json.loads((ROOT / "docs/evidence/source_equivalence.json").read_text())[-1]
+    ck = torch.load(last, weights_only=True)
+    ck["key"] = dict(key, source=rec["old"])  # written by code a checked record shows gives the same runs
+    torch.save(ck, last)
+    assert fast.load_resume(group(dict(key, source=rec["new"])), str(last))
+    with pytest.raises(fast.ResumeError, match="source"):  # the record goes one way: old runs, new code
+        fast.load_resume(group(dict(key, source="f" * 16)), str(last))
+    del ck["key"]
+    torch.save(ck, last)
+    capsys.readouterr()
+    assert fast.load_resume(group(key), str(last))
+    assert "written before groups recorded their run key; continued unchecked" in capsys.readouterr().out
 
 
 def test_a_group_resumes_only_on_its_device_kind(tmp_path):

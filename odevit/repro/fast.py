@@ -11,8 +11,11 @@ to floating-point rounding (tests/test_fast.py).
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -136,6 +139,36 @@ class Group:
     best: List[float] = field(default_factory=list)
     epoch: int = 0
     best_params: Dict[str, torch.Tensor] = field(default_factory=dict)  # each model's best-validation weights
+    key: Dict[str, str] = field(default_factory=dict)  # what its last.pt may be continued by (`run_key`)
+
+
+class ResumeError(ValueError):
+    """A last.pt written for another run (its configuration, training source or trainer): never continued."""
+
+
+def run_key(*config: Any) -> Dict[str, str]:
+    """What a group's last.pt must have been written under to be continued: the group's configuration (`config`: a
+    hash of the plan block, cell, seeds and configs given), the training source (`source`: train.fingerprint, the
+    layer and the lab's training files) and this trainer's own text (`trainer`). Recorded in last.pt and in every
+    run's metrics.json."""
+    from . import train
+
+    with open(os.path.abspath(__file__), "rb") as f:
+        trainer = hashlib.sha256(f.read()).hexdigest()[:16]
+    return {"config": hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16],
+            "source": train.fingerprint(), "trainer": trainer}
+
+
+def key_mismatch(theirs: Dict[str, str], mine: Dict[str, str]) -> List[str]:
+    """The parts of a recorded run key that today's run cannot continue: a different configuration or trainer, or a
+    training source that no checked equivalence record (docs/evidence/source_equivalence.json) makes today's."""
+    bad = [k for k in ("config", "trainer") if theirs.get(k) != mine.get(k)]
+    if theirs.get("source") != mine.get("source"):
+        from .runner import equivalent_sources
+
+        if theirs.get("source") not in equivalent_sources(mine["source"]):
+            bad.append("source")
+    return bad
 
 
 def new_group(models: Sequence[nn.Module], cfg: Optim, steps_per_epoch: int, device: torch.device) -> Group:
@@ -333,7 +366,7 @@ def save_group(group: Group, out_dirs: Sequence[Optional[str]], resume: str,
                  "buffers": {n: t.detach().cpu() for n, t in group.stacked.buffers.items()},
                  "best_params": {n: t.detach().cpu() for n, t in group.best_params.items()},
                  "optimizer": group.opt.state_dict(), "histories": group.histories, "best": group.best,
-                 "epoch": group.epoch, "aug": [g.get_state() for g in aug] if aug else None}, resume)
+                 "epoch": group.epoch, "aug": [g.get_state() for g in aug] if aug else None, "key": group.key}, resume)
 
 
 def device_kind(device: torch.device) -> str:
@@ -352,6 +385,13 @@ def load_resume(group: Group, path: str, aug: Optional[Sequence[torch.Generator]
     if ck.get("device", here) != here:  # a run never mixes machines: it starts over here
         print(f"{path}: started on {ck['device']}, this is {here}: the group starts over", flush=True)
         return False
+    theirs = ck.get("key") or {}
+    if group.key and not theirs:
+        print(f"{path}: written before groups recorded their run key; continued unchecked", flush=True)
+    elif group.key and key_mismatch(theirs, group.key):
+        bad = key_mismatch(theirs, group.key)
+        raise ResumeError(f"{path}: written for another run ({', '.join(f'{k} {theirs.get(k)}, today {group.key[k]}' for k in bad)}): "
+                          "continue it with the plan and code it was started under, or move it away to start the group over")
     with torch.no_grad():
         for n, t in group.stacked.params.items():
             t.copy_(ck["params"][n])
@@ -501,6 +541,7 @@ def train_teachers(p: Plan, device: torch.device, graphs: bool, deadline: Option
         train.set_precision(p.base.precision)
         cfg = Optim(tc.lr, tc.weight_decay, tc.warmup, tc.clip, tc.epochs, **p.optim)
         g = new_group(models, cfg, len(loaders[0]), device)
+        g.key = run_key("teacher", p.hash(None), seeds, dataclasses.asdict(tc), dataclasses.asdict(cfg))
         aug = [torch.Generator().manual_seed(s * 7919 + 1) for s in seeds]
         resume = f"{CKPTS}/teacher/last.pt"
         load_resume(g, resume, aug)
@@ -520,7 +561,7 @@ def train_teachers(p: Plan, device: torch.device, graphs: bool, deadline: Option
             m.update(seed=s, epochs=tc.epochs, best_epoch=1 + max(range(len(hist)), key=lambda i: hist[i]["val_acc1"]),
                      val_acc1=max(h["val_acc1"] for h in hist), converged=conv, gain_floor_pts=gain,
                      threshold_pts=thr, sha256=sha256(f"{ckpts[k]}/best.pt"), plan_hash=p.hash(None),
-                     provenance=_provenance(t0, device, hist), trained_together=seeds)
+                     provenance=_provenance(t0, device, hist), trained_together=seeds, run_key=g.key)
             _write_run(outs[k], m, hist)
     return select_teacher(p, device)
 
@@ -661,6 +702,7 @@ def train_cell(p: Plan, study: str, cell: str, device: torch.device, graphs: boo
 
     cfg = Optim(d.lr, d.weight_decay, d.warmup, d.clip, d.epochs, **p.optim)
     g = new_group(models, cfg, len(loaders[0]), device)
+    g.key = run_key(study, p.hash(study), cell, seeds, limit, which, tsha, dataclasses.asdict(d), dataclasses.asdict(cfg))
     resume = f"{ck_root}/{study}/{cell}/last.pt"
     resumed = load_resume(g, resume)
     if not fit(g, objective, loaders, trd, vad, ckpts, device, step_n, graphs=graphs, label=f"{study} {cell}",
@@ -690,7 +732,7 @@ def train_cell(p: Plan, study: str, cell: str, device: torch.device, graphs: boo
                  best_epoch=1 + max(range(len(hist)), key=lambda i: hist[i]["val_acc1"]),
                  val_acc1=max(h["val_acc1"] for h in hist), converged=conv, gain_floor_pts=gain, threshold_pts=thr,
                  plan_hash=p.hash(study), precision=p.base.precision, trained_together=seeds,
-                 provenance=_provenance(t0, device, hist, resumed))
+                 provenance=_provenance(t0, device, hist, resumed), run_key=g.key)
         _write_run(outs[k], m, hist)
     return True
 
@@ -755,8 +797,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         assert len(shard) == 2
     except (ValueError, AssertionError):
         ap.error(f"--shard {a.shard!r}: expected I/N, e.g. 0/3")
-    return 0 if run_plan(a.plan, a.device, not a.no_graphs, a.deadline, a.studies, a.cells, a.params, shard,
-                         a.teacher_only, a.into, a.seeds) else 3
+    try:
+        done = run_plan(a.plan, a.device, not a.no_graphs, a.deadline, a.studies, a.cells, a.params, shard,
+                        a.teacher_only, a.into, a.seeds)
+    except ResumeError as e:  # one line naming the file, before that group trains
+        print(e, file=sys.stderr)
+        return 2
+    return 0 if done else 3
 
 
 if __name__ == "__main__":
