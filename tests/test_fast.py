@@ -1,6 +1,7 @@
 """The fast path (odevit/repro/fast.py): on the CPU it computes what the plain path (`train.fit_many`) computes, to
 floating-point rounding; its schedule, convergence rule, augmentation and evaluation against hand-computed cases."""
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -154,9 +155,9 @@ def test_resume_continues_where_it_stopped(tmp_path):
 def test_a_group_resumes_only_the_run_it_was_written_for(tmp_path, monkeypatch, capsys):
     """last.pt records the group's run key (configuration, training source, trainer): a group with another
     configuration, trainer or a training source that no equivalence record accepts stops with one error naming the
-    file and what differs, writing nothing; the same key, or an older source that a checked equivalence record
-    (docs/evidence/source_equivalence.json) makes today's, continues; a last.pt from before keys were recorded
-    continues with a note."""
+    file and what differs (the configuration parts by name); the same key, or an older source that a checked
+    equivalence record (docs/evidence/source_equivalence.json) makes today's, continues (not the other way round); a
+    last.pt from before keys were recorded continues with a note."""
     import json
 
     from odevit.repro import train
@@ -170,35 +171,103 @@ def test_a_group_resumes_only_the_run_it_was_written_for(tmp_path, monkeypatch, 
         g.key = key
         return g
 
-    key = fast.run_key("v2_x", "planhash", "ref", [5, 6], {"epochs": 2})
-    assert key == fast.run_key("v2_x", "planhash", "ref", [5, 6], {"epochs": 2})  # deterministic
+    key = fast.run_key(study="v2_x", cell="ref", seeds=[5, 6], distill={"epochs": 2, "tau": 0.5})
     assert key["source"] == train.fingerprint() and len(key["trainer"]) == 16
-    other = fast.run_key("v2_x", "planhash", "ref", [5, 6], {"epochs": 3})
+    assert key["parts"] == {"study": "v2_x", "cell": "ref", "seeds": [5, 6], "distill": {"epochs": 2, "tau": 0.5}}
+    other = fast.run_key(study="v2_x", cell="ref", seeds=[5, 7], distill={"epochs": 2, "tau": 0.5})
     assert other["config"] != key["config"] and other["source"] == key["source"]
     g = group(key)
     g.histories, g.epoch = [[{"val_acc1": 0.5}], [{"val_acc1": 0.5}]], 1
     last = tmp_path / "last.pt"
     fast.save_group(g, [None, None], str(last))
-    before = last.read_bytes()
-    assert fast.load_resume(group(dict(key)), str(last))
-    with pytest.raises(fast.ResumeError, match=f"{last}: written for another run \\(config "):
+    g2 = group(dict(key))
+    assert fast.load_resume(g2, str(last)) and g2.resumed_key == key
+    with pytest.raises(fast.ResumeError, match=rf"{last}: written for another run: configuration \(seeds\)\. "
+                                               rf"Continue it .* \(commit {key['commit']}\)"):
         fast.load_resume(group(other), str(last))
-    for part in ("trainer", "source"):
-        with pytest.raises(fast.ResumeError, match=f"\\({part} "):
-            fast.load_resume(group(dict(key, **{part: "0" * 16})), str(last))
-    assert last.read_bytes() == before  # nothing written
+    with pytest.raises(fast.ResumeError, match=r"another run: trainer code \(fast.py "):
+        fast.load_resume(group(dict(key, trainer="0" * 16)), str(last))
+    with pytest.raises(fast.ResumeError, match=rf"another run: training source \({key['source']}, today 0{{16}}; .*source_equivalence"):
+        fast.load_resume(group(dict(key, source="0" * 16)), str(last))
     rec = json.loads((ROOT / "docs/evidence/source_equivalence.json").read_text())[-1]
     ck = torch.load(last, weights_only=True)
-    ck["key"] = dict(key, source=rec["old"])  # written by code a checked record shows gives the same runs
+    ck["key"] = dict(key, source=rec["old"])  # written by code that a checked record shows gives the same runs
     torch.save(ck, last)
     assert fast.load_resume(group(dict(key, source=rec["new"])), str(last))
-    with pytest.raises(fast.ResumeError, match="source"):  # the record goes one way: old runs, new code
-        fast.load_resume(group(dict(key, source="f" * 16)), str(last))
+    ck["key"] = dict(key, source=rec["new"])  # a record goes one way: old runs continued by new code, not back
+    torch.save(ck, last)
+    with pytest.raises(fast.ResumeError, match="training source"):
+        fast.load_resume(group(dict(key, source=rec["old"])), str(last))
     del ck["key"]
     torch.save(ck, last)
     capsys.readouterr()
-    assert fast.load_resume(group(key), str(last))
+    g3 = group(key)
+    assert fast.load_resume(g3, str(last)) and g3.resumed_key is None
     assert "written before groups recorded their run key; continued unchecked" in capsys.readouterr().out
+
+
+def test_the_run_key_is_the_same_in_another_process_and_ignores_comments(tmp_path):
+    """The key a later session computes for the same run equals today's (another interpreter, another hash seed),
+    and an edit of fast.py's comments or docstrings leaves its trainer part as it is, while a code edit changes it."""
+    import subprocess
+    import sys
+
+    parts = dict(study="v2_x", cell="ref", seeds=[5, 6], base={"batch_size": 128, "image_size": 28})
+    code = ("import json, sys; from odevit.repro import fast; "
+            f"print(json.dumps(fast.run_key(**{parts!r})))")
+    outs = [subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
+                           env={**__import__("os").environ, "PYTHONHASHSEED": str(h)}).stdout for h in (1, 2)]
+    assert outs[0] == outs[1] and json_loads(outs[0])["config"] == fast.run_key(**parts)["config"]
+    src = (ROOT / "odevit/repro/fast.py").read_text()
+    copy = tmp_path / "fast.py"
+    for text, same in ((src.replace('"""', '"""Another docstring line. ', 1) + "\n# a comment\n", True),
+                       (src + "\nX = 1\n", False)):
+        copy.write_text(text)
+        h = subprocess.run([sys.executable, "-c", "from odevit.repro import fast; fast.__file__ = " + repr(str(copy))
+                            + "; print(fast.trainer_hash())"], cwd=ROOT, capture_output=True, text=True,
+                           check=True).stdout.strip()
+        assert (h == fast.trainer_hash()) == same, text[-40:]
+
+
+def json_loads(text):
+    import json
+
+    return json.loads(text)
+
+
+def test_a_cell_group_carries_its_run_key_and_the_cli_stops_on_another_run(tmp_path, monkeypatch, capsys):
+    """train_cell gives the group its key before any training (here `fit` is stopped at once): the configuration of
+    its study, cell and seeds; another cell has another key. `python -m odevit.repro.fast` answers a last.pt of
+    another run with one line and exit 2."""
+    from odevit.repro import data
+
+    if not os.path.isdir(data.DEBIAN_FASHION_MNIST):
+        pytest.skip("Fashion-MNIST not installed (make data)")
+    monkeypatch.chdir(ROOT)
+    seen = []
+
+    def stop(g, *a, **k):
+        seen.append(g.key)
+        return False  # as if the deadline came first: nothing is written
+
+    monkeypatch.setattr(fast, "fit", stop)
+    p = fast.Plan("plan_v2.yaml")
+    into = tmp_path / "runs"
+    for cell in ("free", "free", "ce"):
+        assert not fast.train_cell(p, "v2_1k", cell, torch.device("cpu"), False, None, {}, into=str(into),
+                                   only_seeds=[2100])
+    a, b, c = seen
+    assert a == b and a["parts"]["cell"] == "free" and a["parts"]["seeds"] == [2100]
+    assert a["parts"]["train_limit"] == 1000 and "device" not in a["parts"]["base"]
+    assert c["config"] != a["config"] and c["parts"]["teacher"] == "strong"
+
+    def refuse(*a, **k):
+        raise fast.ResumeError("checkpoints/v2/v2_x/ref/last.pt: written for another run: configuration (seeds)")
+
+    monkeypatch.setattr(fast, "run_plan", refuse)
+    assert fast.main(["plan_v2.yaml"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["checkpoints/v2/v2_x/ref/last.pt: written for another run: configuration (seeds)"]
 
 
 def test_a_group_resumes_only_on_its_device_kind(tmp_path):

@@ -243,58 +243,76 @@ def test_the_key_names_the_machine_shift_case_only_while_a_row_is_in_it(tmp_path
 
 def test_the_short_key_under_the_table_gives_the_margins_and_levels_of_claims_csv(tmp_path):
     """The short key under the README's claims table (section v2-claims) states the margins and interval levels a
-    verdict reads against, from results/v2/claims.csv: a changed margin or alpha changes it (the full key below the
-    snippets says the same at length)."""
+    verdict reads against, from results/v2/claims.csv: a changed margin or alpha changes it, and a test kind with no
+    row leaves its clause out (the full key below the snippets says the same at length)."""
     from odevit.repro import v2_pages
 
     import pandas as pd
 
     (tmp_path / "results/v2").mkdir(parents=True)
     c = pd.read_csv(ROOT / "results/v2/claims.csv")
-    c.to_csv(tmp_path / "results/v2/claims.csv", index=False)
-    text = " ".join(v2_pages.v2_claims(str(tmp_path)).split())
-    short = text[text.index("*supports* / *contradicts*"):]
+
+    def short():
+        c.to_csv(tmp_path / "results/v2/claims.csv", index=False)
+        text = " ".join(v2_pages.v2_claims(str(tmp_path)).split())
+        return text[text.index("*supports* / *contradicts*"):]
+
     eq, ni = c.margin[c.test == "equivalence"].iloc[0], c.margin[c.test == "non_inferiority"].iloc[0]
-    assert f"±{float(eq)} pt for \"robust\"" in short and f"−{round(float(ni), 2)} pt for \"competitive\"" in short
-    assert f"{100 * (1 - c.alpha_each.max()):.4g} %–{100 * (1 - c.alpha_each.min()):.4g} %" in short
+    text = short()
+    assert f"inside / outside ±{float(eq)} pt for \"robust\"" in text
+    assert f"above / below −{round(float(ni), 2)} pt for \"competitive\"" in text
+    assert f"{100 * (1 - c.alpha_each.max()):.4g} %–{100 * (1 - c.alpha_each.min()):.4g} %" in text
     c.loc[c.test == "equivalence", "margin"] = 2.5
+    c.loc[c.test == "non_inferiority", "margin"] = 1.25
+    c.loc[:, "alpha_each"] = [0.02 if i % 2 else 0.1 for i in range(len(c))]
+    text = short()
+    assert "±2.5 pt for \"robust\"" in text and "−1.25 pt for \"competitive\"" in text and "seeds, 90 %–98 %)" in text
     c.loc[:, "alpha_each"] = 0.01
-    c.to_csv(tmp_path / "results/v2/claims.csv", index=False)
-    short = " ".join(v2_pages.v2_claims(str(tmp_path)).split())
-    short = short[short.index("*supports* / *contradicts*"):]
-    assert "±2.5 pt for \"robust\"" in short and "seeds, 99 %)" in short
+    c.loc[c.test.isin(["equivalence", "non_inferiority"]), "test"] = "superiority"
+    text = short()
+    assert "seeds, 99 %)" in text and "robust" not in text and "competitive" not in text and "− pt" not in text
 
 
 def test_no_verdict_line_names_the_cells_whose_runs_hold_rows_back(tmp_path):
     """The findings' "No verdict" line says which cells' runs still learning hold the not-converged rows back, and
-    how many rows each (claims.csv `still_learning`): moving a row's still-learning runs to another cell moves the
-    count."""
-    from odevit.repro import v2_pages
+    how many rows each (claims.csv `still_learning`, counted here apart from the page's code); with no row left
+    learning it says only the counts."""
+    from odevit.repro import v2_pages, wording
 
     import pandas as pd
 
     (tmp_path / "results/v2").mkdir(parents=True)
     c = pd.read_csv(ROOT / "results/v2/claims.csv")
-    nc = c[c.verdict.str.startswith("not converged")]
-    c.to_csv(tmp_path / "results/v2/claims.csv", index=False)
 
     def line():
+        c.to_csv(tmp_path / "results/v2/claims.csv", index=False)
         text = " ".join(v2_pages.v2_claims(str(tmp_path)).split())
         return text[text.index("**No verdict**"):text.index("| claim")]
 
-    blocks = v2_pages._blocking([r for _, r in nc.iterrows()])
-    assert sum(b["rows"] for b in blocks) >= len(nc)  # every not-converged row is held by at least one cell
-    for b in blocks:
-        assert b["cell"] in line()
+    nc = c[c.verdict.str.startswith("not converged")]
+    words = {**wording.WORDS["v2_who"], **wording.WORDS["cells"]}
+    held = nc.assign(part=nc.still_learning.str.split(", ")).explode("part")
+    held["name"] = [f"{int(b.split()[0]) // 1000}k {words[p.split()[0]]} {p.split()[1].replace('/', ' of ')}"
+                    for b, p in zip(held.budget, held.part)]
+    counts = held.name.value_counts()
+    text = line()
+    assert f"{len(nc)} not converged (runs still learning:" in text
+    for name, n in counts.items():
+        assert (f"{name}, {n} rows;" if n > 1 else name) in text, (name, n)
     c.loc[nc.index, "still_learning"] = "free 3/6"  # every such row now waits on one cell
     c.loc[nc.index, "budget"] = "2000 images x 10 epochs"
-    c.to_csv(tmp_path / "results/v2/claims.csv", index=False)
     assert f"runs still learning: 2k free ODE 3 of 6, {len(nc)} rows;" in line()
+    c.loc[nc.index, "verdict"] = "inconclusive"
+    text = line()
+    assert "0 not converged." in text and "runs still learning" not in text and "tests alone" not in text
 
 
-def test_a_study_still_training_names_its_resume_files_only_while_they_exist(tmp_path):
+def test_a_study_still_training_names_its_resume_files_only_while_git_holds_them(tmp_path):
     """docs/v2.md's "Not measured yet" line names the resume files (checkpoints/v2/STUDY/CELL/last.pt) a study not
-    made yet continues from, and says nothing of them where there are none."""
+    made yet continues from, as git holds them: none, or a local file git does not track (a run in progress on this
+    machine), leaves them unnamed; once added, each is named."""
+    import subprocess
+
     from odevit.repro import v2_pages
 
     (tmp_path / "results/v2/teacher").mkdir(parents=True)
@@ -302,14 +320,19 @@ def test_a_study_still_training_names_its_resume_files_only_while_they_exist(tmp
         shutil.copy(ROOT / f, tmp_path / f)
     waiting = sorted({s for s, v in zip(*_claims_columns("study", "verdict")) if v.startswith("not measured")})
     assert waiting
-    text = " ".join(v2_pages.v2_verdicts(str(tmp_path)).split())
-    assert "resume files" not in text
-    (tmp_path / f"checkpoints/v2/{waiting[0]}/ce").mkdir(parents=True)  # a cell folder without last.pt: not named
-    (tmp_path / f"checkpoints/v2/{waiting[0]}/ref").mkdir(parents=True)
-    (tmp_path / f"checkpoints/v2/{waiting[0]}/ref/last.pt").write_bytes(b"x")
-    text = " ".join(v2_pages.v2_verdicts(str(tmp_path)).split())
-    assert f"resume files, checkpoints/v2/{waiting[0]}/ref/last.pt, on the machine kind" in text
-    assert f"checkpoints/v2/{waiting[0]}/ce/" not in text
+
+    def text():
+        return " ".join(v2_pages.v2_verdicts(str(tmp_path)).split())
+
+    assert "resume files" not in text()
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    for cell in ("ce", "ref"):
+        (tmp_path / f"checkpoints/v2/{waiting[0]}/{cell}").mkdir(parents=True)
+        (tmp_path / f"checkpoints/v2/{waiting[0]}/{cell}/last.pt").write_bytes(b"x")
+    assert "resume files" not in text()  # on disk, not in git
+    subprocess.run(["git", "-C", str(tmp_path), "add", "-f", f"checkpoints/v2/{waiting[0]}/ref/last.pt"], check=True)
+    assert f"resume files, checkpoints/v2/{waiting[0]}/ref/last.pt, on the machine kind" in text()
+    assert f"checkpoints/v2/{waiting[0]}/ce/" not in text()
 
 
 def _claims_columns(*names):

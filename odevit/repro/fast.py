@@ -139,36 +139,78 @@ class Group:
     best: List[float] = field(default_factory=list)
     epoch: int = 0
     best_params: Dict[str, torch.Tensor] = field(default_factory=dict)  # each model's best-validation weights
-    key: Dict[str, str] = field(default_factory=dict)  # what its last.pt may be continued by (`run_key`)
+    key: Dict[str, Any] = field(default_factory=dict)  # what its last.pt may be continued by (`run_key`)
+    resumed_key: Optional[Dict[str, Any]] = None  # the key of the last.pt it continued (None: none, or keyless)
 
 
 class ResumeError(ValueError):
     """A last.pt written for another run (its configuration, training source or trainer): never continued."""
 
 
-def run_key(*config: Any) -> Dict[str, str]:
-    """What a group's last.pt must have been written under to be continued: the group's configuration (`config`: a
-    hash of the plan block, cell, seeds and configs given), the training source (`source`: train.fingerprint, the
-    layer and the lab's training files) and this trainer's own text (`trainer`). Recorded in last.pt and in every
-    run's metrics.json."""
+def run_key(**parts: Any) -> Dict[str, Any]:
+    """What a group's last.pt must have been written under to be continued: the group's configuration (`parts`, plain
+    JSON values: plan study, cell, seeds, images, teacher, the base / distill / optimiser configs; `config` is their
+    hash), the training source (`source`: train.fingerprint, the layer and the lab's training files) and this
+    trainer's code (`trainer`: fast.py without its comments and docstrings). `commit` (the checkout's git commit, if
+    any) only says where to find that code. Recorded in last.pt and in every run's metrics.json."""
     from . import train
 
-    with open(os.path.abspath(__file__), "rb") as f:
-        trainer = hashlib.sha256(f.read()).hexdigest()[:16]
-    return {"config": hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16],
-            "source": train.fingerprint(), "trainer": trainer}
+    plain = json.loads(json.dumps(parts))  # a value that is not plain JSON fails here, not in a later comparison
+    return {"config": hashlib.sha256(json.dumps(plain, sort_keys=True).encode()).hexdigest()[:16], "parts": plain,
+            "source": train.fingerprint(), "trainer": trainer_hash(), "commit": _git_commit()}
 
 
-def key_mismatch(theirs: Dict[str, str], mine: Dict[str, str]) -> List[str]:
-    """The parts of a recorded run key that today's run cannot continue: a different configuration or trainer, or a
-    training source that no checked equivalence record (docs/evidence/source_equivalence.json) makes today's."""
-    bad = [k for k in ("config", "trainer") if theirs.get(k) != mine.get(k)]
+def trainer_hash() -> str:
+    """fast.py's code, its comments and docstrings aside (an edit of those keeps its last.pt files resumable)."""
+    import ast
+
+    with open(os.path.abspath(__file__), encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return hashlib.sha256(ast.dump(tree).encode()).hexdigest()[:16]
+
+
+def _git_commit() -> Optional[str]:
+    import subprocess
+
+    try:
+        r = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (r.stdout.strip() or None) if r.returncode == 0 else None
+
+
+def key_mismatch(theirs: Dict[str, Any], mine: Dict[str, Any]) -> List[str]:
+    """What keeps today's run from continuing a last.pt written under `theirs`: the configuration parts that differ,
+    the trainer's code, or a training source that no checked equivalence record (docs/evidence/
+    source_equivalence.json: runs of its `old` source are reproduced by its `new` one) makes today's."""
+    bad = []
+    if theirs.get("config") != mine.get("config"):
+        a, b = theirs.get("parts") or {}, mine.get("parts") or {}
+        bad.append("configuration (" + (", ".join(k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k))
+                                        or "not recorded") + ")")
+    if theirs.get("trainer") != mine.get("trainer"):
+        bad.append(f"trainer code (fast.py {theirs.get('trainer')}, today {mine.get('trainer')})")
     if theirs.get("source") != mine.get("source"):
-        from .runner import equivalent_sources
+        from .runner import EQUIVALENCE, equivalent_sources
 
         if theirs.get("source") not in equivalent_sources(mine["source"]):
-            bad.append("source")
+            bad.append(f"training source ({theirs.get('source')}, today {mine['source']}; no record in {EQUIVALENCE} "
+                       "makes it today's)")
     return bad
+
+
+def _base_part(base: Any) -> Dict[str, Any]:
+    """The base config as a run-key part: what shapes the training (data, sizes, batches, precision), not where it
+    runs (device, data_root)."""
+    import dataclasses
+
+    return {k: v for k, v in dataclasses.asdict(base).items() if k not in ("device", "data_root")}
 
 
 def new_group(models: Sequence[nn.Module], cfg: Optim, steps_per_epoch: int, device: torch.device) -> Group:
@@ -388,10 +430,13 @@ def load_resume(group: Group, path: str, aug: Optional[Sequence[torch.Generator]
     theirs = ck.get("key") or {}
     if group.key and not theirs:
         print(f"{path}: written before groups recorded their run key; continued unchecked", flush=True)
-    elif group.key and key_mismatch(theirs, group.key):
+    elif group.key:
         bad = key_mismatch(theirs, group.key)
-        raise ResumeError(f"{path}: written for another run ({', '.join(f'{k} {theirs.get(k)}, today {group.key[k]}' for k in bad)}): "
-                          "continue it with the plan and code it was started under, or move it away to start the group over")
+        if bad:
+            raise ResumeError(f"{path}: written for another run: {'; '.join(bad)}. Continue it with the plan and code it "
+                              f"was written under (commit {theirs.get('commit') or 'not recorded'}), or move it away to "
+                              "start the group over")
+    group.resumed_key = theirs or None
     with torch.no_grad():
         for n, t in group.stacked.params.items():
             t.copy_(ck["params"][n])
@@ -541,7 +586,8 @@ def train_teachers(p: Plan, device: torch.device, graphs: bool, deadline: Option
         train.set_precision(p.base.precision)
         cfg = Optim(tc.lr, tc.weight_decay, tc.warmup, tc.clip, tc.epochs, **p.optim)
         g = new_group(models, cfg, len(loaders[0]), device)
-        g.key = run_key("teacher", p.hash(None), seeds, dataclasses.asdict(tc), dataclasses.asdict(cfg))
+        g.key = run_key(group="teacher", seeds=seeds, base=_base_part(p.base), teacher=dataclasses.asdict(tc),
+                        optim=dataclasses.asdict(cfg))
         aug = [torch.Generator().manual_seed(s * 7919 + 1) for s in seeds]
         resume = f"{CKPTS}/teacher/last.pt"
         load_resume(g, resume, aug)
@@ -561,7 +607,8 @@ def train_teachers(p: Plan, device: torch.device, graphs: bool, deadline: Option
             m.update(seed=s, epochs=tc.epochs, best_epoch=1 + max(range(len(hist)), key=lambda i: hist[i]["val_acc1"]),
                      val_acc1=max(h["val_acc1"] for h in hist), converged=conv, gain_floor_pts=gain,
                      threshold_pts=thr, sha256=sha256(f"{ckpts[k]}/best.pt"), plan_hash=p.hash(None),
-                     provenance=_provenance(t0, device, hist), trained_together=seeds, run_key=g.key)
+                     provenance=_provenance(t0, device, hist), trained_together=seeds, run_key=g.key,
+                     resumed_key=g.resumed_key)
             _write_run(outs[k], m, hist)
     return select_teacher(p, device)
 
@@ -702,7 +749,9 @@ def train_cell(p: Plan, study: str, cell: str, device: torch.device, graphs: boo
 
     cfg = Optim(d.lr, d.weight_decay, d.warmup, d.clip, d.epochs, **p.optim)
     g = new_group(models, cfg, len(loaders[0]), device)
-    g.key = run_key(study, p.hash(study), cell, seeds, limit, which, tsha, dataclasses.asdict(d), dataclasses.asdict(cfg))
+    g.key = run_key(study=study, cell=cell, seeds=seeds, train_limit=limit, free=free, teacher=None if free else which,
+                    teacher_sha256=None if free else tsha, base=_base_part(p.base), distill=dataclasses.asdict(d),
+                    optim=dataclasses.asdict(cfg))
     resume = f"{ck_root}/{study}/{cell}/last.pt"
     resumed = load_resume(g, resume)
     if not fit(g, objective, loaders, trd, vad, ckpts, device, step_n, graphs=graphs, label=f"{study} {cell}",
@@ -732,7 +781,7 @@ def train_cell(p: Plan, study: str, cell: str, device: torch.device, graphs: boo
                  best_epoch=1 + max(range(len(hist)), key=lambda i: hist[i]["val_acc1"]),
                  val_acc1=max(h["val_acc1"] for h in hist), converged=conv, gain_floor_pts=gain, threshold_pts=thr,
                  plan_hash=p.hash(study), precision=p.base.precision, trained_together=seeds,
-                 provenance=_provenance(t0, device, hist, resumed), run_key=g.key)
+                 provenance=_provenance(t0, device, hist, resumed), run_key=g.key, resumed_key=g.resumed_key)
         _write_run(outs[k], m, hist)
     return True
 

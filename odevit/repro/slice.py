@@ -17,6 +17,7 @@ import json
 import math
 import os
 import shutil
+import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -148,7 +149,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"make repro: {rec['wall_s'] / 60:.1f} min on {rec['machine_info'].get('cpu_model')} "
               f"({rec['machine_info'].get('cpu_count')} cores); {WALL}")
         return 0
-    t = run(a.plan, a.study, a.cells, a.seeds, a.epochs, resume=a.resume)
+    from .fast import ResumeError
+
+    try:
+        t = run(a.plan, a.study, a.cells, a.seeds, a.epochs, resume=a.resume)
+    except (ValueError, ResumeError) as e:  # a bad argument or (--resume) a last.pt of another run: one line
+        print(f"slice: {e}", file=sys.stderr)
+        return 2
     cols = ["cell", "seed", "epoch", "val_acc1_committed", "val_acc1_here", "val_acc1_diff", "train_loss_diff"]
     with pd.option_context("display.width", 160, "display.max_rows", 200):
         print(t[cols].to_string(index=False, float_format=lambda v: f"{v:.4f}"))

@@ -74,10 +74,16 @@ def v2_verdicts(root: str = ".") -> str:
 
 
 def _resume_files(root: str, study: str) -> List[str]:
-    """The committed resume files (last.pt of each cell group, `odevit.repro.fast`) of a study still training."""
-    base = os.path.join(root, "checkpoints/v2", study)
-    cells = sorted(os.listdir(base)) if os.path.isdir(base) else []
-    return [f"checkpoints/v2/{study}/{c}/last.pt" for c in cells if os.path.isfile(os.path.join(base, c, "last.pt"))]
+    """The resume files (last.pt of each cell group, `odevit.repro.fast`) of a study still training that git holds
+    (`git ls-files`): a local file of a run in progress elsewhere is not what a reader of the committed page gets."""
+    import subprocess
+
+    try:
+        r = subprocess.run(["git", "-C", root, "ls-files", "--", f"checkpoints/v2/{study}"], capture_output=True,
+                           text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return sorted(f for f in r.stdout.split() if f.endswith("/last.pt")) if r.returncode == 0 else []
 
 
 def awaits_shift(verdict: str) -> bool:
@@ -171,6 +177,8 @@ def v2_claims(root: str = ".") -> str:
     if not os.path.exists(path):
         return fill("v2-claims", c=None)
     c = pd.read_csv(path).set_index("question", drop=False)
+    if "teacher_minus_free" not in c:  # a claims.csv from before the fairness check
+        c["teacher_minus_free"] = math.nan
     groups = claim_groups(c)
     group_of = {r["question"]: g for g in groups for r in g["rows"]}
     rows = [r.to_dict() for _, r in c.iterrows()]
