@@ -428,8 +428,9 @@ def load_resume(group: Group, path: str, aug: Optional[Sequence[torch.Generator]
         print(f"{path}: started on {ck['device']}, this is {here}: the group starts over", flush=True)
         return False
     theirs = ck.get("key") or {}
-    if group.key and not theirs:
+    if group.key and not theirs.get("parts"):  # no key, or the first key format (hashes only, 2026-11-28)
         print(f"{path}: written before groups recorded their run key; continued unchecked", flush=True)
+        theirs = {}
     elif group.key:
         bad = key_mismatch(theirs, group.key)
         if bad:
