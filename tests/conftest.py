@@ -7,14 +7,17 @@ highest peaks (`make test` must stay within 8 GB; `-m "not bigmem"` deselects an
 
 Suite-wide durations: a run of the whole suite (`make test`) writes every test's setup, call and teardown seconds to
 results/tests/durations.csv (`Durations`), slowest first, for git: where the suite's time goes, and how that changes
-from one commit to the next. Nothing is judged against a time."""
+from one commit to the next; and the run as a whole to results/tests/suite.json (pytest's wall seconds, the tests by
+outcome, the machine). Nothing is judged against a time."""
 import csv
 import ctypes
 import gc
 import io
+import json
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Set, Tuple
 
@@ -97,6 +100,7 @@ class TreeMemory:
 
 
 DURATIONS = "results/tests/durations.csv"  # under the rootdir
+SUITE = "results/tests/suite.json"  # the same run as a whole: its wall, its outcomes, the machine
 
 
 class Durations:
@@ -113,6 +117,7 @@ class Durations:
 
     def __init__(self) -> None:
         self.rows: List[Tuple[str, str, float, str]] = []  # nodeid, phase, seconds, outcome
+        self.started = time.time()
         self.deselected = 0
         self.note = ""
 
@@ -140,6 +145,32 @@ class Durations:
                 return f"part of the suite was asked for: {' '.join(config.args)}"
         return None
 
+    @staticmethod
+    def _atomic(path: Path, text: str) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(text)
+            os.replace(tmp, path)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+
+    def summary(self, session) -> dict:
+        """The run as a whole (results/tests/suite.json): its date, pytest's wall seconds, the tests by outcome (as
+        pytest's summary line counts them) and the machine (CPU model, cores, load at the end)."""
+        import datetime
+        import platform
+
+        from odevit.repro.machine import cpu_model
+
+        stats = session.config.pluginmanager.get_plugin("terminalreporter").stats
+        outcomes = {k: len(stats.get(k, [])) for k in ("passed", "failed", "error", "skipped", "xfailed", "xpassed")}
+        return {"date": datetime.date.today().isoformat(), "pytest_wall_s": round(time.time() - self.started, 2),
+                "outcomes": {k: n for k, n in sorted(outcomes.items()) if n},
+                "machine": {"cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "python": platform.python_version(),
+                            "load_avg_1m_at_end": round(os.getloadavg()[0], 2)}}
+
     def write(self, path: Path) -> None:
         order = {"setup": 0, "call": 1, "teardown": 2}
         rows = sorted(((n, w, round(d, 3), o) for n, w, d, o in self.rows),
@@ -148,14 +179,7 @@ class Durations:
         out = csv.writer(buf, lineterminator="\n")
         out.writerow(["nodeid", "phase", "seconds", "outcome"])
         out.writerows((n, w, f"{d:.3f}", o) for n, w, d, o in rows)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        try:
-            tmp.write_text(buf.getvalue())
-            os.replace(tmp, path)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
+        self._atomic(path, buf.getvalue())
 
     def finish(self, session, exitstatus) -> None:
         why = self.partial(session, exitstatus)
@@ -164,9 +188,11 @@ class Durations:
             self.note = f"per-test durations: {DURATIONS} not written ({why}; it records whole-suite runs only)"
             return
         self.write(path)
+        run = self.summary(session)
+        self._atomic(session.config.rootpath / SUITE, json.dumps(run, indent=1) + "\n")
         total = sum(d for _, _, d, _ in self.rows)
         self.note = (f"per-test durations: {DURATIONS} ({len(self.rows)} test phases, {total:.0f} s in all, "
-                     "slowest first)")
+                     f"slowest first); the run: {SUITE} (pytest {run['pytest_wall_s']:.0f} s)")
 
 
 _MEMORY: Dict[str, TreeMemory] = {}

@@ -1,7 +1,10 @@
 """tests/conftest.py's per-test durations: a run of the whole suite writes results/tests/durations.csv (every test's
-setup, call and teardown seconds, slowest first); a run of part of it leaves the file as it was. Checked on a small
+setup, call and teardown seconds, slowest first) and results/tests/suite.json (the run's wall, outcomes, machine); a
+run of part of it leaves both as they were. Checked on a small
 suite of its own in a temporary folder with this conftest.py, by a pytest of its own (no time is judged)."""
 import csv
+import json
+import os
 import shutil
 import subprocess
 import sys
@@ -59,8 +62,11 @@ def test_a_whole_suite_run_writes_every_phase_slowest_first_and_a_partial_run_wr
         ("test_skipped", "setup"), ("test_skipped", "teardown")}  # a skipped test has no call phase
     seconds = [float(r["seconds"]) for r in rows]
     assert seconds == sorted(seconds, reverse=True)
-    assert sorted(p.name for p in out.parent.iterdir()) == ["durations.csv"]  # no temporary file left
+    assert sorted(p.name for p in out.parent.iterdir()) == ["durations.csv", "suite.json"]  # no temporary file left
+    run = json.loads((out.parent / "suite.json").read_text())
+    assert run["outcomes"] == {"passed": 1, "failed": 1, "skipped": 1}
+    assert run["pytest_wall_s"] >= 0.3 and run["machine"]["cpu_count"] == os.cpu_count()  # test_slow's 0.3 s at least
 
-    before = out.read_text()
+    before = out.read_text(), (out.parent / "suite.json").read_text()
     _pytest(tmp_path, "-x")  # stops at the first failure: part of the suite
-    assert out.read_text() == before
+    assert (out.read_text(), (out.parent / "suite.json").read_text()) == before
