@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Tuple
 
 import pandas as pd
 
@@ -41,17 +41,35 @@ def _v2_against(v2: str, p1: Any) -> str:
     return "replicated" if v2 == p1 else ("overturned" if {v2, p1} == {"supports", "contradicts"} else "changed")
 
 
+def _read_claims(path: str) -> pd.DataFrame:
+    """results/v2/claims.csv as both pages read it: `still_learning` "" where no run is still learning, and a
+    `teacher_minus_free` column of NaN in a file from before the fairness check."""
+    c = pd.read_csv(path)
+    c["still_learning"] = c.still_learning.fillna("")
+    if "teacher_minus_free" not in c:
+        c["teacher_minus_free"] = math.nan
+    return c
+
+
+def _learning_parts(still_learning: str) -> List[Tuple[str, str, str]]:
+    """(cell, k, n) of each part of a claims.csv `still_learning` value, as verdicts2 writes it ("ref 2/6, ce 1/6":
+    k of the cell's n runs still learning); none for ""."""
+    parts = []
+    for part in filter(None, still_learning.split(", ")):
+        cell, frac = part.split(" ")
+        k, n = frac.split("/")
+        parts.append((cell, k, n))
+    return parts
+
+
 def v2_verdicts(root: str = ".") -> str:
     """Plan v2's rows (results/v2/claims.csv, `python -m odevit.repro.verdicts2`): what they say in sentences, then
     the table (primary family first) with its legend, one figure per family."""
     path = os.path.join(root, CLAIMS)
     if not os.path.exists(path):
         return fill("v2-verdicts", c=None)
-    c = pd.read_csv(path, keep_default_na=True)
-    c["still_learning"] = c.still_learning.fillna("")
+    c = _read_claims(path)
     c = pd.concat([c[c.primary], c[~c.primary]])
-    if "teacher_minus_free" not in c:
-        c["teacher_minus_free"] = math.nan
     t = read_json(os.path.join(root, "results/v2/teacher/selected.json"))
     ours_of = {r["question"]: g["is_ours"] for g in claim_groups(c) for r in g["rows"]}
     learning = c[c.verdict.str.startswith("not converged")]
@@ -63,7 +81,7 @@ def v2_verdicts(root: str = ".") -> str:
                 decided=[(label, [r for r in c.itertuples() if r.verdict == v and ours_of[r.question] == ours])
                          for label, v, ours in DECIDED],
                 learning=list(learning.itertuples()), rest=list(c[c.verdict == "inconclusive"].itertuples()),
-                learning_cells=sorted({x.split(" ")[0] for s in learning.still_learning for x in s.split(", ")}),
+                learning_cells=sorted({cell for s in learning.still_learning for cell, _, _ in _learning_parts(s)}),
                 waiting=list(waiting.itertuples()), families=list(dict.fromkeys(c.family)),
                 waiting_studies=", ".join(sorted({f"{q.study} ({q.seeds} seeds)" for q in unmade.itertuples()})),
                 in_progress=sorted(p for q in set(unmade.study) for p in _resume_files(root, q)),
@@ -159,9 +177,7 @@ def _blocking(learning: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     words = {**WORDS["v2_who"], **WORDS["cells"]}
     held: Dict[str, int] = {}
     for r in learning:
-        for part in str(r["still_learning"]).split(", "):
-            cell, frac = part.split(" ")
-            k, m = frac.split("/")
+        for cell, k, m in _learning_parts(r["still_learning"]):
             key = f"{budget_images(r['budget']) // 1000}k {words.get(cell, cell)} {k} of {m}"
             held[key] = held.get(key, 0) + 1
     return [dict(cell=key, rows=n) for key, n in sorted(held.items(), key=lambda kv: -kv[1])]
@@ -176,9 +192,7 @@ def v2_claims(root: str = ".") -> str:
     path = os.path.join(root, CLAIMS)
     if not os.path.exists(path):
         return fill("v2-claims", c=None)
-    c = pd.read_csv(path).set_index("question", drop=False)
-    if "teacher_minus_free" not in c:  # a claims.csv from before the fairness check
-        c["teacher_minus_free"] = math.nan
+    c = _read_claims(path).set_index("question", drop=False)
     groups = claim_groups(c)
     group_of = {r["question"]: g for g in groups for r in g["rows"]}
     rows = [r.to_dict() for _, r in c.iterrows()]
