@@ -46,28 +46,27 @@ data:
 
 # `make repro`: every notebook and verdict again from the committed runs (nothing committed is trained again: the
 # stages below only read results), then a slice of committed plan-v2 runs retrained here and set beside them
-# (odevit.repro.slice: the first SLICE_EPOCHS epochs of v2_1k's ref and free, seeds 2100 and 2101). 02_teacher's
-# checkpoint (the quick run's notebooks load it) is rebuilt from its published weights, checked. 06_dynamics reads
+# (odevit.repro.slice: the first SLICE_EPOCHS epochs of v2_1k's ref and free, seeds 2100 and 2101). 06_dynamics reads
 # the quick run's cell checkpoints (not in git: `dvc repro cell` first, or params.yaml dynamics.weights: published,
 # one seed from weights/), so its committed copy stays. The stages that
 # train (02_teacher, the quick run's cells, the plans' studies) keep their committed outputs; the full retraining is
 # `make plan-v2` (on a GPU: docs/evidence/v2_gpu.sh) and `make evidence` (plan 1). The reading stages run by their
 # dvc.yaml commands (odevit.repro.reread: no DVC work between them); dvc.lock is left as committed (recording the new
 # outputs, `dvc commit` of those stages, took 5 min of the 20.8 on 2 cores). results/repro_time.json: the wall.
-READ_STAGES := 01_data 03_ode_scratch 04_distill 05_ablations 07_report evidence 08_v2_teacher 09_v2_budget 10_v2_steps 11_v2_design 12_v2_verdicts
+READ_STAGES := 01_data evidence 08_v2_teacher 09_v2_budget 10_v2_steps 11_v2_design 12_v2_verdicts html
 SLICE_EPOCHS ?= 3
 repro: $(STAMP) data
-	t0=$$(date +%s) && { test -f checkpoints/02_teacher/best.pt || $(BIN)/python -m odevit.repro.restore; } && \
-	  $(BIN)/python -m odevit.repro.verdicts2 && \
+	t0=$$(date +%s) && $(BIN)/python -m odevit.repro.verdicts2 && \
 	  PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m odevit.repro.reread $(READ_STAGES) && \
 	  $(BIN)/python -m odevit.repro.slice --epochs $(SLICE_EPOCHS) && \
 	  $(BIN)/python -m odevit.repro.readme && \
 	  $(BIN)/python -m odevit.repro.slice --record-wall $$t0
 
-# the quick run (notebooks 01-07 on a CPU budget where no student finishes learning: for trying the code, not for
-# verdicts; docs/results.md); results/run.json: this machine and the wall time of the dvc repro
+# the quick run (plan 1's teacher, the study cells of params.yaml, 06_dynamics on them and weights/quick, on a CPU budget
+# where no student finishes learning: the code path, no verdicts; docs/results.md); results/run.json: this machine and
+# the wall time of the dvc repro
 quick: $(STAMP) data
-	t0=$$(date +%s) && PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro 07_report publish && $(BIN)/python -m odevit.repro.readme --record-run $$t0
+	t0=$$(date +%s) && PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro 06_dynamics publish html && $(BIN)/python -m odevit.repro.readme --record-run $$t0
 	$(BIN)/python -m odevit.repro.readme
 
 # plan v2 in full (plan_v2.yaml rules.made_by): every run, resumable from each group's last.pt; on the GPU if any

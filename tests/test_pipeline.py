@@ -34,14 +34,7 @@ def test_dvc_repro_tiny_writes_every_declared_output(repro):
         m = json.loads((repro / f"results/cells/{name}/s{seed}/metrics.json").read_text())
         assert m["cell"] == name and m["seed"] == seed and _finite(m)
         assert (repro / f"checkpoints/cells/{name}/s{seed}/best.pt").is_file()
-    claims = __import__("pandas").read_csv(repro / "results/07_report/claims.csv")
-    from odevit.repro import config, report
-
-    assert list(claims.columns) == report.CLAIM_COLUMNS and claims.claim.tolist() == list(report.paper.CLAIMS)
-    measured = claims[claims.verdict != report.stats.NOT_MEASURED]  # cells this tiny study has (no ce/pub_curriculum)
-    assert {"ts_minus_free", "retention", "compression_total", "step_robustness_half", "jasmin_on_minus_off",
-            "lyapunov_vs_correctness", "prop1_bound"} <= set(measured.claim)
-    assert (measured.seeds >= 3).all()
+    from odevit.repro import config
     stages.pop("cell")
     plan = tiny_plan()
     for study in plan["studies"]:  # the plan's study stages: every (cell, seed) ran its whole tiny schedule
@@ -76,8 +69,9 @@ def test_dvc_repro_tiny_writes_every_declared_output(repro):
             path = next(iter(m))
             data = json.loads((repro / path).read_text())
             assert data and _finite(data), f"{path}: {data}"
-    assert (repro / "results/07_report/html/04_distill.html").is_file()
-    assert (repro / "results/07_report/html/07_report.html").is_file()
+    from odevit.repro.notebook import NOTEBOOKS
+
+    assert sorted(p.stem for p in (repro / "results/html").glob("*.html")) == sorted(NOTEBOOKS)
     # every stage of dvc.yaml ran (the two halves together) and a second repro is a no-op
     env = _env()
     names = subprocess.run(["dvc", "stage", "list", "--name-only"], cwd=repro, env=env, capture_output=True,
@@ -93,7 +87,7 @@ def test_repro_prints_stages_and_epochs_not_library_noise(repro):
     for noise in ("Executing Cell", "Ending Cell", "without encryption", "IProgress not found",
                   "Passed unknown parameter", "Alternative text is missing", "<Figure size", "IPython.core.display"):
         assert noise not in log, f"{noise!r} in the dvc repro output"
-    assert log.count("[03_ode_scratch] executing notebooks/03_ode_scratch.ipynb") == 1
+    assert log.count("[06_dynamics] executing notebooks/06_dynamics.ipynb") == 1
     assert "epoch 2/2" in log  # the training progress lines still come through
 
 
@@ -116,7 +110,6 @@ def test_metric_keys_are_plain_identifiers(repro):
 
 
 SERIES_PLOTS = {  # multi-series CSV -> the series it must hold (one line each in `dvc plots show`)
-    "results/05_ablations/robustness.csv": set(TINY["study"]["cells"]),
     "results/06_dynamics/lyapunov_per_class.csv": set(TINY["dynamics"]["cells"]),
     "results/06_dynamics/prop1_per_step.csv": {"error", "bound_measured_L", "bound_paper_L", "error_parallel",
                                                "bound_parallel_measured_L"},
@@ -190,23 +183,6 @@ def test_dynamics_notebook_runs_from_published_weights(repro, tmp_path):
 
 
 @pytest.mark.slow
-def test_scratch_notebook_runs_without_a_free_cell(repro, tmp_path):
-    """A study of distilled cells only (the teacher-strength presets): 03 says the headline claims are not measured."""
-    work = tmp_path / "w"
-    shutil.copytree(repro, work, ignore=shutil.ignore_patterns(".dvc"))  # 03 reads the teacher's checkpoint
-    shutil.rmtree(work / "results/cells/free")
-    params = yaml.safe_load((work / "params.yaml").read_text())
-    del params["study"]["cells"]["free"]
-    (work / "params.yaml").write_text(yaml.safe_dump(params))
-    r = subprocess.run(["papermill", "-k", "python3", "--cwd", ".", "-f", "params.yaml", "notebooks/03_ode_scratch.ipynb",
-                        str(tmp_path / "03.ipynb")], cwd=work, env=_env(), capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert json.loads((work / "results/03_ode_scratch/metrics.json").read_text()) == {"seeds": 0}
-    shown = f"no `free` cell in study.cells ({', '.join(params['study']['cells'])}): the headline claims"
-    assert shown in (tmp_path / "03.ipynb").read_text()
-
-
-@pytest.mark.slow
 def test_notebook_runs_when_opened_from_notebooks_dir(repro, tmp_path):
     """As in Jupyter: kernel started in notebooks/, no injected parameters (params.yaml is read from the root)."""
     work = tmp_path / "w"
@@ -221,12 +197,12 @@ def test_notebook_runs_when_opened_from_notebooks_dir(repro, tmp_path):
 
 
 @pytest.mark.slow
-def test_report_table_follows_metrics_files(repro, tmp_path):
-    """The main table and the claims are computed from the cells' metrics.json files as they are now: with the
-    reference cell's seeds at Acc@1 0.25 / 0.5 / 0.75, its row reads their mean ± sample std, and the ts_minus_free
-    claim the mean and std of the per-seed differences to the free cell's files, computed here. On a copy of the
-    results: the module's workspace is shared with the other tests (the publish test compares the manifests with
-    these very files)."""
+def test_claims_follow_metrics_files(repro, tmp_path):
+    """A study's claims (report.claims, what an exploratory snapshot's table is computed with) come from the cells'
+    metrics.json files as they are now: with the reference cell's seeds at Acc@1 0.25 / 0.5 / 0.75, the
+    ts_minus_free claim is the mean and std of the per-seed differences to the free cell's files, computed here. On a
+    copy of the results: the module's workspace is shared with the other tests (the publish test compares the
+    manifests with these very files)."""
     import statistics
 
     from odevit.repro import report
@@ -238,9 +214,6 @@ def test_report_table_follows_metrics_files(repro, tmp_path):
     for s, acc in accs.items():
         path = results / f"cells/ref/s{s}/metrics.json"
         path.write_text(json.dumps({**json.loads(path.read_text()), "acc1": acc}))
-    table = report.main_table("synthetic", results=str(results))
-    row = table.Model.str.startswith("ODE Teacher")
-    assert table.loc[row, "Acc@1"].item() == "0.5000 ± 0.2500"  # std with ddof 1 of 0.25, 0.5, 0.75
     free = {s: json.loads((results / f"cells/free/s{s}/metrics.json").read_text())["acc1"] for s in accs}
     diffs = [100 * (accs[s] - free[s]) for s in accs]  # Acc@1 points
     claim = report.claims(str(results)).set_index("claim").loc["ts_minus_free"]
@@ -321,6 +294,7 @@ def test_stage_per_notebook():
     assert stages.pop("publish")["cmd"] == "python -m odevit.repro.publish"  # weights/quick (tests/test_hub.py)
     assert stages.pop("publish_evidence")["cmd"] == "python -m odevit.repro.publish --evidence"  # weights/evidence
     assert stages.pop("evidence")["cmd"] == "python -m odevit.repro.verdicts"  # the plan's verdicts
+    assert stages.pop("html")["cmd"] == "python -m odevit.repro.notebook --html"  # results/html/, every notebook
     for study, st in yaml.safe_load((ROOT / "plan.yaml").read_text())["studies"].items():  # one matrix stage per
         assert stages.pop(study)["cmd"] == f"python -m odevit.repro.study ${{item.cell}} ${{item.seed}} --study {study}"
         if st.get("teacher"):  # plan study, and one stage for a study's own teacher, which its cells depend on

@@ -21,7 +21,7 @@ def test_every_section_is_on_exactly_one_page():
     assert set(where) == set(readme.SECTIONS)
     assert where["v2-claims"] == "README.md" and where["v2-verdicts"] == "docs/v2.md"  # plan v2 leads the README
     assert where["key-findings"] == where["plan-verdicts"] == where["machine-shift"] == "docs/plan1.md"
-    assert where["claims-summary"] == "docs/results.md"  # the quick run
+    assert where["run-time"] == where["dynamics-summary"] == "docs/results.md"  # the quick run
     assert where["converged-study"] == where["budget-curve"] == where["float-noise"] == "docs/exploratory.md"
 
 
@@ -48,8 +48,8 @@ def test_the_first_screen_is_the_answer():
                  "reproducibility", "plan", "plan1", "v2"):
         assert f"(docs/{page}.md)" in text and (ROOT / f"docs/{page}.md").is_file()
     res = (ROOT / "docs/results.md").read_text()
-    end = res.index("<!-- /claims-summary -->")
-    assert end < res.index("](../results/07_report/claims.png)") < end + 200  # the quick run's figure under its table
+    end = res.index("<!-- /dynamics-summary -->")
+    assert end < res.index("](../results/06_dynamics/lyapunov.png)") < end + 400  # the dynamics' figures under it
     exp = (ROOT / "docs/exploratory.md").read_text()
     assert exp.index("<!-- converged-study -->") < exp.index("](evidence/converged_fmnist/results/07_report/claims.png)")
     p1 = (ROOT / "docs/plan1.md").read_text()

@@ -40,12 +40,12 @@ BAD = [  # (stage, block, key, value, expected message fragment)
     ("04_distill", "distill", "num_steps", 4, "distill.num_steps = 4 is fewer than the 6 teacher checkpoints"),
     ("04_distill", "distill", "freeze", ["blocks"], "distill.freeze = ['blocks'] not in"),
     ("04_distill", "distill", "distance_tokens", "patches", "distill.distance_tokens = 'patches' is not one of"),
-    ("05_ablations", "study", "cells", {"ref": {}, "x": {"solver": "euler"}}, "(in study.cells.x)"),
-    ("05_ablations", "study", "cells", {"ref": {}, "x": {"free": "yes"}}, "study.cells.x.free = 'yes'"),
-    ("05_ablations", "study", "cells", {"ref": {}, "p": {"preset": "nope.yaml"}}, "preset file 'nope.yaml' does not exist"),
-    ("05_ablations", "study", "seeds", [0, 0], "study.seeds = [0, 0]: expected a list of distinct integers"),
-    ("05_ablations", "study", "reference", "base", "study.reference = 'base' is not one of the cells"),
-    ("05_ablations", "study", "robustness_steps", 8, "study.robustness_steps = 8: expected a list"),
+    ("cell", "study", "cells", {"ref": {}, "x": {"solver": "euler"}}, "(in study.cells.x)"),
+    ("cell", "study", "cells", {"ref": {}, "x": {"free": "yes"}}, "study.cells.x.free = 'yes'"),
+    ("cell", "study", "cells", {"ref": {}, "p": {"preset": "nope.yaml"}}, "preset file 'nope.yaml' does not exist"),
+    ("cell", "study", "seeds", [0, 0], "study.seeds = [0, 0]: expected a list of distinct integers"),
+    ("cell", "study", "reference", "base", "study.reference = 'base' is not one of the cells"),
+    ("cell", "study", "robustness_steps", 8, "study.robustness_steps = 8: expected a list"),
 ]
 
 

@@ -231,21 +231,11 @@ def test_published_preset_sets_every_switch_and_rescales_its_curriculum():
     assert not free and cfg.solver == "parallel" and cfg.jasmin_detach and not cfg.head_norm and cfg.epochs == 2
 
 
-def test_ablation_table_holm_over_the_family_and_figures(tmp_path):
+def test_claims_figure_one_panel_per_unit_and_the_equivalence_rows_apart(tmp_path):
     import matplotlib
 
     matplotlib.use("Agg")
     root = _results(tmp_path / "e", drop={"parallel": 1.0})
-    cells = study.collect(str(root))
-    t = report.ablations(cells, "ref").set_index("cell")
-    fam = t[t.claim.map(lambda c: bool(c) and report.paper.claim(c).family)]
-    assert sorted(fam.index) == sorted(FAMILY)
-    np.testing.assert_allclose(fam.holm_p, stats.holm(fam.p_vs_null))
-    assert math.isnan(t.loc["free", "holm_p"]) and t.loc["free", "verdict"] == stats.SUPPORTS
-    assert t.loc["layernorm", "verdict"] == stats.SUPPORTS and t.loc["ce", "verdict"] == stats.NOT_A_CLAIM
-    assert t.loc["parallel", "resolved"] and t.loc["parallel", "verdict"] == stats.INCONCLUSIVE  # Holm p >= 0.05
-    fig = report.ablation_figure(t.reset_index(), "ref", report.budget_title(str(root)))
-    assert "3 seeds (paired), 6000 train images × 2 epochs" in fig._suptitle.get_text()
     c = report.claims(str(root))
     fig = report.claims_figure(c, "x")
     shown = c[c.ours_mean.notna()]
@@ -257,92 +247,17 @@ def test_ablation_table_holm_over_the_family_and_figures(tmp_path):
     assert sum(len(ax.get_yticks()) for ax in fig.axes) == len(shown)  # every claim with an estimate is drawn
 
 
-def test_notebook_verdicts_are_the_claims_tables_convergence_gate_included(tmp_path):
-    """One world: 05's ablation table (report.ablations) gives each claim the verdict 07's claims table
-    (report.claims) gives it — both through report.decide — and a run that had not finished learning makes both say
-    "not converged", never "supports" / "contradicts" in one and "not converged" in the other. 03's headline rows
-    use the same function: no notebook decides a verdict with stats.verdict itself."""
-    for name, conv in (("c", (True, True, True)), ("nc", (True, True, False))):
-        root = _results(tmp_path / name, converged=conv)
-        t = report.ablations(study.collect(str(root)), "ref")
-        claims = report.claims(str(root)).set_index("claim").verdict
-        rows = t[t.claim != ""]
-        assert len(rows) == 7  # free and the six ablation-family cells
-        assert dict(zip(rows.claim, rows.verdict)) == {c: claims[c] for c in rows.claim}
-        decided = set(rows.verdict) & {stats.SUPPORTS, stats.CONTRADICTS}
-        assert bool(decided) == all(conv)  # converged: layernorm and free decided; one unfinished run: none
-        if not all(conv):
-            assert set(rows.verdict) == {stats.NOT_CONVERGED}
-            assert t.set_index("cell").loc["ce", "verdict"] == stats.NOT_A_CLAIM  # the gate leaves it alone
+def test_no_notebook_decides_a_verdict_itself_and_the_convergence_gate():
+    """Verdicts come from report.decide (a study's claims table) or the plans' verdict files, never from a notebook
+    calling stats.verdict; a run that had not finished learning turns a decided verdict into "not converged"."""
     notebooks = sorted(Path(__file__).parents[1].glob("notebooks/*.ipynb"))
-    assert {nb.name[:3] for nb in notebooks} >= {f"0{i}_" for i in range(1, 8)}  # every notebook is read, 08-12 too
+    assert len(notebooks) >= 8  # every notebook is read
     for nb in notebooks:
         code = "".join("".join(c["source"]) for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "code")
         assert "stats.verdict(" not in code, f"{nb} decides a verdict itself: use report.decide"
     e = {"direction": "greater", "n": 3, "ci_low": 1.0, "ci_high": 2.0, "null": 0.0}
     assert report.decide(e, True) == stats.SUPPORTS and report.decide(e, False) == stats.NOT_CONVERGED
     assert report.gate(stats.FACT, False) == stats.FACT and report.gate(stats.NOT_MEASURED, False) == stats.NOT_MEASURED
-
-
-def test_ablation_figure_says_per_row_which_side_the_paper_predicts(tmp_path):
-    """The axis caption holds for every row (ref − cell > 0: ref scored higher); the side the paper predicts is said
-    per row: the cell (mlp4, whose claim r1_minus_r4 predicts Small below Base) better for a 'less' row, not "ref
-    (the paper's choice) better" for all; the title names the seeds, training and test images."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    root = _results(tmp_path / "e")
-    t = report.ablations(study.collect(str(root)), "ref")
-    assert t.set_index("cell").loc["mlp4", "direction"] == "less"  # the difference is still ref − mlp4
-    fig = report.ablation_figure(t, "ref", report.budget_title(str(root)), report.test_images(0, "fashion_mnist"))
-    ax = fig.axes[0]
-    assert "paper's choice" not in ax.get_xlabel() and "> 0: ref scored higher; < 0: the cell scored higher" in ax.get_xlabel()
-    rows = {tick.get_text(): note.get_text() for tick, note in zip(ax.get_yticklabels(), ax.texts)}
-    assert "paper: mlp4 better, < 0" in rows["mlp4"] and "paper: ref better, > 0" in rows["layernorm"]
-    assert "no prediction" in rows["ce"]
-    title = fig._suptitle.get_text()
-    assert "3 seeds (paired), 6000 train images" in title and "the whole Fashion-MNIST test split" in title
-    plt.close(fig)
-
-
-def test_robustness_figure_one_panel_per_cell_with_its_band_and_the_trained_n_labelled():
-    """Step-count robustness: one panel per cell (no eleven hues in one axes), the reference first and drawn in every
-    other panel, the band stated (±1 sd over the seeds), the trained N labelled, the title naming the study, the
-    cells, seeds and test images, the legend below every panel."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    cells = ["ref", "free", "ce", "parallel", "mlp4"]
-    rows = [{"cell": c, "seed": s, "N": n, "acc1": 0.5 + 0.01 * i + 0.002 * s + 0.001 * n}
-            for i, c in enumerate(cells) for s in (0, 1, 2) for n in (1, 2, 4, 6, 12, 24)]
-    rob = pd.DataFrame(rows).sample(frac=1.0, random_state=0)  # the order of the rows does not matter
-    labels = {"ref": "(distill block as is)", "free": "free=True", "ce": "ce_weight=1.0",
-              "parallel": "solver=parallel", "mlp4": "mlp_ratio=4.0"}
-    fig = report.robustness_figure(rob, 12, 2000, "fashion_mnist", "ref", labels, "3 seeds (paired), 6000 train images")
-    shown = [ax for ax in fig.axes if ax.get_visible() and ax.axison]
-    assert [ax.get_title().split("\n")[0] for ax in shown] == cells  # the labels' order, the reference first
-    assert shown[3].get_title() == "parallel\nsolver=parallel"
-    title = fig._suptitle.get_text()
-    assert "Step-count robustness" in title and "5 cells × 3 seeds" in title and "first 2,000 Fashion-MNIST test images" in title
-    assert "band: ±1 sd over 3 seeds" in title
-    ref_line = [ln for ln in shown[0].lines if len(ln.get_xdata()) == 6][0]
-    np.testing.assert_allclose(ref_line.get_ydata(), [100 * (0.502 + 0.001 * n) for n in (1, 2, 4, 6, 12, 24)])
-    band = shown[0].collections[0].get_paths()[0].vertices[:, 1]
-    sd = 100 * np.std([0.0, 0.002, 0.004], ddof=1)  # ±1 sd over the seeds (ddof 1)
-    assert band.max() == pytest.approx(100 * (0.502 + 0.024) + sd) and band.min() == pytest.approx(100 * 0.503 - sd)
-    assert all(any(ln.get_linestyle() == "--" and list(ln.get_xdata()) == [12, 12] for ln in ax.lines) for ax in shown)
-    assert "trained N = 12" in [x.get_text() for x in shown[0].texts]
-    legend = [x.get_text() for x in fig.legends[0].get_texts()]
-    assert "trained N = 12 (distill.num_steps)" in legend and "band: ±1 sd over 3 seeds" in legend
-    fig.canvas.draw()
-    leg = fig.legends[0].get_window_extent()
-    assert all(leg.y1 <= ax.get_tightbbox().y0 + 1 for ax in shown)  # below the panels: it covers no data
-    assert shown[-1].get_xlabel().startswith("solver steps N") and shown[0].get_ylabel() == "test Acc@1 (%)"
-    plt.close(fig)
 
 
 def tiny_study(tmp_path: Path, monkeypatch, cells: dict) -> dict:

@@ -4,7 +4,6 @@ The verdict files, and the row id each is keyed by:
 
   plan 1     results/evidence/claims.csv  (python -m odevit.repro.verdicts)   id = `question`, within a `study`
   plan v2    results/v2/claims.csv        (python -m odevit.repro.verdicts2)  id = `question`, within a `study`
-  quick run  results/07_report/claims.csv (stage 07_report)                    id = `claim`
 
 What is scanned: README.md, every docs/*.md, and every outputs/*.ipynb — its markdown cells and its outputs
 (text/markdown, text/html tables, stream text; a text/plain rendering is read only where the output has no
@@ -58,8 +57,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # verdict file: (path, id column, study column or None)
 SOURCES = {"plan1": ("results/evidence/claims.csv", "question", "study"),
-           "v2": ("results/v2/claims.csv", "question", "study"),
-           "quick": ("results/07_report/claims.csv", "claim", None)}
+           "v2": ("results/v2/claims.csv", "question", "study")}
 # (file glob, heading the section starts with; "" = the whole file) -> verdict file
 SCOPES: List[Tuple[str, str, str]] = [
     ("README.md", "## What we found", "v2"),  # generated from results/v2/claims.csv (names rows in words, no ids)
@@ -68,9 +66,7 @@ SCOPES: List[Tuple[str, str, str]] = [
     ("docs/v2.md", "", "v2"),           # every plan-v2 row
     ("outputs/0[89]_v2_*.ipynb", "", "v2"),
     ("outputs/1[0-9]_v2_*.ipynb", "", "v2"),
-    ("docs/results.md", "", "quick"),   # "Results of the default run, in full": the quick run's claims table
     ("docs/plan1.md", "", "plan1"),
-    ("outputs/0[1-7]*.ipynb", "", "quick"),   # the quick run's executed notebooks (make quick)
 ]
 # sections that state the verdicts of something other than a verdict file: (file glob, heading) -> why
 SKIPPED: Dict[Tuple[str, str], str] = {
@@ -354,8 +350,7 @@ def test_no_readme_doc_or_notebook_line_gives_a_verdict_its_verdict_file_contrad
     errors, counts = scan()
     assert not errors, "\n".join(errors)
     # the matcher reads what it should: every generated verdict table is found (a broken matcher passes nothing)
-    floors = {"docs/v2.md": 22, "docs/plan1.md": 35, "docs/results.md": 40, "outputs/03_ode_scratch.ipynb": 4,
-              "outputs/05_ablations.ipynb": 14, "outputs/07_report.ipynb": 40}
+    floors = {"docs/v2.md": 22, "docs/plan1.md": 35}
     assert {k: counts.get(k, 0) for k in floors} == {k: max(counts.get(k, 0), v) for k, v in floors.items()}, counts
 
 
@@ -363,7 +358,6 @@ SYNTHETIC_SOURCES = {
     "plan1": pd.DataFrame({"study": ["s_55k", "s_55k", "s_3k"], "id": ["q_a", "q_a", "q_a"],
                            "verdict": ["not converged", "contradicts", "supports"]}),
     "v2": pd.DataFrame({"study": ["v2_x"], "id": ["q_v2"], "verdict": ["not converged (1 of 12 runs)"]}),
-    "quick": pd.DataFrame({"study": [""], "id": ["c_one"], "verdict": ["not converged"]}),
 }
 PAGE = """# A page
 
@@ -393,17 +387,17 @@ def _synthetic(tmp_path: Path, page: str, outputs: Optional[dict] = None) -> Lis
 
 def _nb(verdict_html: str, verdict_md: str, verdict_print: str) -> dict:
     html_ = ("<table><thead><tr><th></th><th>claim</th><th>diff_pt</th><th>verdict</th></tr></thead><tbody>"
-             f"<tr><th>0</th><td>c_one</td><td>-6.78</td><td>{verdict_html}</td></tr></tbody></table>")
+             f"<tr><th>0</th><td>q_v2</td><td>-6.78</td><td>{verdict_html}</td></tr></tbody></table>")
     return {"cells": [{"cell_type": "code", "source": [], "outputs": [
-        {"output_type": "execute_result", "data": {"text/html": [html_], "text/plain": ["c_one ... contradicts"]}},
-        {"output_type": "display_data", "data": {"text/markdown": [f"**What this run shows**: `c_one` -6.78 pt: "
+        {"output_type": "execute_result", "data": {"text/html": [html_], "text/plain": ["q_v2 ... contradicts"]}},
+        {"output_type": "display_data", "data": {"text/markdown": [f"**What this run shows**: `q_v2` -6.78 pt: "
                                                                    f"**{verdict_md}**"]}},
-        {"output_type": "stream", "name": "stdout", "text": [f"c_one -6.78 pt {verdict_print}\n"]}]}]}
+        {"output_type": "stream", "name": "stdout", "text": [f"q_v2 -6.78 pt {verdict_print}\n"]}]}]}
 
 
 def test_the_matcher_flips_on_a_synthetic_page(tmp_path):
     """The right page passes; each line given a wrong verdict fails, one message each, naming the line."""
-    assert _synthetic(tmp_path, PAGE, {"03.ipynb": _nb("not converged", "not converged", "not converged")}) == []
+    assert _synthetic(tmp_path, PAGE, {"10_v2_x.ipynb": _nb("not converged", "not converged", "not converged")}) == []
     wrong = {"*not converged* (ref 1/6": "*supports* (ref 1/6",                # v2 table, emphasised cell
              "-3.06 pt: **not converged**": "-3.06 pt: **supports**",           # plan 1 line, its study named
              "+2.05 pt: **supports**": "+2.05 pt: **contradicts**"}             # the other study's row
@@ -417,15 +411,15 @@ def test_the_matcher_flips_on_a_synthetic_page(tmp_path):
     for k, args in enumerate([("contradicts", "not converged", "not converged"),
                               ("not converged", "inconclusive at this budget", "not converged"),
                               ("not converged", "not converged", "supports")]):
-        errors = _synthetic(tmp_path, PAGE, {"03.ipynb": _nb(*args)})
-        assert len(errors) == 1 and "outputs/03.ipynb" in errors[0], (args, errors)
+        errors = _synthetic(tmp_path, PAGE, {"10_v2_x.ipynb": _nb(*args)})
+        assert len(errors) == 1 and "outputs/10_v2_x.ipynb" in errors[0], (args, errors)
     # a summary's items end at a semicolon: an item without an id does not lend its verdict to the item before
     item = "\n### Plan v2 summary\n\nfree (`q_v2`) -1 pt: **not converged**; published +2 pt: **not a claim**.\n"
     assert _synthetic(tmp_path, PAGE + item) == []
     assert len(_synthetic(tmp_path, PAGE + item.replace("**not converged**", "**supports**"))) == 1
     # a verdict in a section no verdict file is named for fails until it is scoped; an id no file holds fails
-    assert any("unscoped" in e for e in _synthetic(tmp_path, PAGE + "\n## Elsewhere\n\n`c_one` is *supports*.\n"))
-    assert any("no row" in e for e in _synthetic(tmp_path, PAGE.replace("(`q_v2`)", "(`c_one`)")))
+    assert any("unscoped" in e for e in _synthetic(tmp_path, PAGE + "\n## Elsewhere\n\n`q_v2` is *supports*.\n"))
+    assert any("no row" in e for e in _synthetic(tmp_path, PAGE.replace("(`q_v2`)", "(`q_a`)")))
 
 
 @pytest.mark.parametrize("phrase, word", [("inconclusive at this budget", "inconclusive"),

@@ -20,8 +20,7 @@ TINY = {
     "teacher": dict(name=None, patch_size=7, embed_dim=16, depth=2, num_heads=2, mlp_ratio=2.0, epochs=2),
     "distill": dict(num_steps=4, epochs=2, distance_batches=2),
     "study": dict(seeds=[0, 1, 2], train_limit=64, robustness_test_limit=32, robustness_steps=[1, 8],
-                  cells={"ref": {}, "free": {"free": True}, "jasmin_off": {"jasmin_weight": 0.0},
-                         "published": {"preset": "presets/published_code.yaml"}}),
+                  cells={"ref": {}, "free": {"free": True}, "jasmin_off": {"jasmin_weight": 0.0}}),
     "dynamics": dict(cells=["ref", "jasmin_off"], test_limit=32, bound_samples=2,
                      bound_steps=[2, 4, 8], attention_images=2, pca_samples=8, power_iters=3),
 }
@@ -89,12 +88,12 @@ def _snapshot_teacher(work: Path) -> None:
     (snap / "results/02_teacher/metrics.json").write_text(json.dumps(m))
 
 
-# The two halves run at once, one DVC process each (one core each on 2 cores): the quick half runs the quick run's 12
-# cells, publish and notebooks 03-07 (445 s on the 2-core AMD EPYC), the plan half the plan's 24 runs, its teacher,
-# evidence and publish_evidence (450 s); the plan-v2 notebooks (08-12, 140 s together: they read the committed
-# results/v2 and need neither half) are shared out so that the two end together: the first V2_IN_QUICK_HALF in the
-# quick half, the rest in the plan half.
-V2_IN_QUICK_HALF = 2
+# The two halves run at once, one DVC process each (one core each on 2 cores): the quick half runs the quick run's 9
+# cells, 06_dynamics and publish, the plan half the plan's 24 runs, its teacher, evidence and publish_evidence (450 s
+# on the 2-core AMD EPYC); the plan-v2 notebooks (08-12, 140 s together: they read the committed results/v2 and need
+# neither half) are shared out so that the two end together: the first V2_IN_QUICK_HALF in the quick half, the rest
+# in the plan half.
+V2_IN_QUICK_HALF = 3
 
 
 def _merge_run(src: Path, dst: Path) -> None:
@@ -119,9 +118,10 @@ def _merge_run(src: Path, dst: Path) -> None:
 @pytest.fixture(scope="session")
 def repro(tmp_path_factory):
     """`dvc repro` of the real dvc.yaml and notebooks on tiny data: 01_data and 02_teacher, then the quick run
-    (`dvc repro 07_report publish`, what `make quick` runs) and the plan's studies with their verdicts (`dvc repro
+    (`dvc repro 06_dynamics publish`, what `make quick` runs) and the plan's studies with their verdicts (`dvc repro
     evidence publish_evidence`) at once in two copies of the workspace (each DVC command is one process; one
-    workspace's lock would serialise them), then one workspace holding both, whose `dvc status` must be clean."""
+    workspace's lock would serialise them), then one workspace holding both, where `dvc repro html` exports every
+    executed notebook; its `dvc status` must be clean."""
     from odevit.repro.notebook import PLAN_V2
 
     work = tmp_path_factory.mktemp("pipeline")
@@ -148,11 +148,13 @@ def repro(tmp_path_factory):
     shutil.copytree(work, plan_work, symlinks=True)
     halves = [subprocess.Popen(["dvc", "repro", *targets], cwd=w, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
-              for w, targets in ((work, ["07_report", "publish", *PLAN_V2[:V2_IN_QUICK_HALF]]),
+              for w, targets in ((work, ["06_dynamics", "publish", *PLAN_V2[:V2_IN_QUICK_HALF]]),
                                  (plan_work, ["evidence", "publish_evidence", *PLAN_V2[V2_IN_QUICK_HALF:]]))]
     logs = [h.communicate()[0] for h in halves]
     for h, log in zip(halves, logs):
         assert h.returncode == 0, log[-8000:]
     _merge_run(plan_work, work)
-    (work / "repro.log").write_text(r.stdout + r.stderr + "".join(logs))
+    h = subprocess.run(["dvc", "repro", "html"], cwd=work, env=env, capture_output=True, text=True)
+    assert h.returncode == 0, h.stdout[-4000:] + h.stderr[-4000:]
+    (work / "repro.log").write_text(r.stdout + r.stderr + "".join(logs) + h.stdout + h.stderr)
     return work

@@ -1,4 +1,4 @@
-"""Execute one numbered notebook as a pipeline stage: `python -m odevit.repro.notebook 03_ode_scratch` (what dvc.yaml runs).
+"""Execute one numbered notebook as a pipeline stage: `python -m odevit.repro.notebook 06_dynamics` (what dvc.yaml runs).
 
 1. validate the params the stage reads (`config.check_stage`: one line, exit 2, before the kernel starts; the plan-v2
    notebooks 08-12 read no params.yaml block, only plan_v2.yaml, which they check as they load it);
@@ -6,7 +6,8 @@
    the params.yaml blocks that notebook's parameters cell declares;
 3. strip the run's timestamps and durations from `outputs/STAGE.ipynb` (`stabilise`): a rerun that changes no
    result leaves the executed notebook byte-identical (run times live in the stages' timing.json files);
-4. 07_report: export the executed report itself to `results/07_report/html/` (it exports 01–06 from inside).
+
+`python -m odevit.repro.notebook --html` (the `html` stage) exports every executed notebook to `results/html/`.
 
 The console shows one line per stage and what the cells print (one line per epoch, real warnings); papermill's
 per-cell banners, its echo of every cell's value, its progress bar and the kernel's transport notice are left out.
@@ -14,7 +15,6 @@ per-cell banners, its echo of every cell's value, its progress bar and the kerne
 from __future__ import annotations
 
 import argparse
-import glob
 import logging
 import os
 import sys
@@ -28,7 +28,8 @@ from .files import write_text
 
 PLAN_V2 = ("08_v2_teacher", "09_v2_budget", "10_v2_steps", "11_v2_design", "12_v2_verdicts")  # read plan v2's
 # committed runs and verdict file (odevit/repro/v2_figures.py), no params.yaml block: plan2.load_v2 checks their plan
-NOTEBOOKS = ("01_data", "02_teacher", "03_ode_scratch", "04_distill", "05_ablations", "06_dynamics", "07_report") + PLAN_V2
+NOTEBOOKS = ("01_data", "02_teacher", "06_dynamics") + PLAN_V2
+HTML = "results/html"  # the `html` stage's output: one page per executed notebook
 
 
 def _kernel_manager():
@@ -49,19 +50,20 @@ def _no_alt_text_notice(record) -> bool:
     return "Alternative text is missing" not in record.getMessage()
 
 
-def export_html(out_dir: str, executed: str = "outputs", skip: Optional[str] = "07_report",
-                names: Optional[List[str]] = None) -> List[str]:
+def export_html(out_dir: str = HTML, executed: str = "outputs", names: Optional[List[str]] = None) -> List[str]:
     """HTML export (nbconvert, basic template: no 300 kB of CSS per file) of the executed notebooks in `executed/`
-    (all but `skip`, or only `names`). nbconvert's notice that inline figures carry no alt text is dropped: every
+    (NOTEBOOKS, or only `names`; FileNotFoundError naming a missing one). nbconvert's notice that inline figures carry no alt text is dropped: every
     figure is also a PNG under results/, and the notice repeats once per notebook."""
     from nbconvert import HTMLExporter
 
+    todo = list(NOTEBOOKS if names is None else names)
+    missing = [f"{executed}/{n}.ipynb" for n in todo if not os.path.isfile(f"{executed}/{n}.ipynb")]
+    if missing:
+        raise FileNotFoundError(f"no executed notebook {', '.join(missing)} (its stage makes it: dvc repro)")
     os.makedirs(out_dir, exist_ok=True)
     done = []
-    for nb in sorted(glob.glob(f"{executed}/*.ipynb")):
-        name = os.path.splitext(os.path.basename(nb))[0]
-        if (skip and name == skip) or (names is not None and name not in names):
-            continue
+    for name in todo:
+        nb = f"{executed}/{name}.ipynb"
         exporter = HTMLExporter(template_name="basic")
         exporter.log.addFilter(_no_alt_text_notice)  # a no-op when already there
         body, _ = exporter.from_filename(nb)
@@ -135,8 +137,6 @@ def execute(stage: str, params_file: str = "params.yaml", out_dir: str = "output
         cwd=".", progress_bar=False, log_output=False, stdout_file=sys.stdout, stderr_file=sys.stderr,
         kernel_manager_class=_kernel_manager())
     stabilise(dst)
-    if stage == "07_report":
-        export_html("results/07_report/html", executed=out_dir, skip=None, names=[stage])
     record_time(stage, time.time() - t0)
     print(f"[{stage}] done in {time.time() - t0:.0f} s", flush=True)
     return dst
@@ -144,13 +144,19 @@ def execute(stage: str, params_file: str = "params.yaml", out_dir: str = "output
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("stage", choices=NOTEBOOKS)
+    ap.add_argument("stage", nargs="?", choices=NOTEBOOKS)
     ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--html", action="store_true", help=f"export every executed notebook to {HTML}/ instead")
     args = ap.parse_args()
+    if args.html == (args.stage is not None):
+        ap.error("give a stage or --html")
     logging.getLogger("papermill").setLevel(logging.WARNING)  # its INFO lines are the per-cell banners
     try:
-        execute(args.stage, args.params)
-    except config.ConfigError as e:
+        if args.html:
+            print(f"[html] {len(export_html())} notebooks -> {HTML}/", flush=True)
+        else:
+            execute(args.stage, args.params)
+    except (config.ConfigError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
 

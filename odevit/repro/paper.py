@@ -149,8 +149,8 @@ HEADER = """# The paper's numbers and claims, with verifiable sources
 
 ODE-ViT (Boned Riera, Romero Sánchez, Ramos Terrades; arXiv 2511.16501v1, Nov 2025); official code
 github.com/Bycarkos/ODE-ViT (README and code read at b41824d). Generated from `odevit/repro/paper.yaml`
-(`python -m odevit.repro.paper`; tests/test_stats.py checks this file equals it). The report's claims table
-(`results/07_report/claims.csv`) reads its `paper` column from the same registry.
+(`python -m odevit.repro.paper`; tests/test_stats.py checks this file equals it). A study's claims table
+(`odevit.repro.report.claims`) reads its `paper` column from the same registry.
 
 **What can be checked.** The paper's body (its sections, tables, equations) was not available to us. A reader can
 check: the **abstract** and the **Fig. 1 caption** (arxiv.org/abs/2511.16501), the **summary (sciencestack TL;DR)**

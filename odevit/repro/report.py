@@ -1,78 +1,18 @@
-"""The report: the paper's main-table format filled from the stages' metrics files, the paper's numbers beside, and
-the claims table — every claim of `paper.CLAIMS` tested on this run's seeds with a computed verdict
-(`stats.verdict`: supports / contradicts / inconclusive at this budget)."""
+"""The claims table of a study of cells (params.yaml's `study`, or an exploratory snapshot in docs/evidence/): every
+claim of `paper.CLAIMS` tested on its seeds with a computed verdict (`stats.verdict`: supports / contradicts /
+inconclusive at its budget), its figure, and the cell-against-reference comparisons the earlier studies' pages show."""
 from __future__ import annotations
 
-import glob
 import math
 import os
-import re
 from typing import Dict, List, Optional
 
 import numpy as np
 import pandas as pd
 
 from . import paper, stats
-from .files import read_json, write_text  # noqa: F401  (report.write_text: 07_report's name)
+from .files import read_json
 from .results import collect
-
-PAPER = paper.TABLE  # the authors' README results table (odevit/repro/paper.yaml: the paper's numbers and their sources)
-
-
-def paper_table() -> pd.DataFrame:
-    return PAPER.copy()
-
-
-def _paper_acc1(model: str, dataset: str) -> tuple:
-    rows = PAPER[PAPER.Model == model]
-    if rows.empty:
-        return None, None
-    same = rows[rows.Dataset == dataset]
-    r = (same if not same.empty else rows[rows.Dataset == "cifar10"]).iloc[0]
-    return float(r["Acc@1"]), r["Dataset"]
-
-
-def _pm(x: pd.Series, scale: float = 1.0, nd: int = 4) -> str:
-    return f"{x.mean() * scale:.{nd}f} ± {x.std(ddof=1) * scale:.{nd}f}" if len(x) > 1 else f"{x.mean() * scale:.{nd}f}"
-
-
-def main_table(dataset: str, results: str = "results", reference: str = "ref") -> pd.DataFrame:
-    """Our rows in the paper's format (Model, Dataset, Params (M), Losses, Acc@1/3/5 as mean ± std over the seeds)
-    + the paper's Acc@1 for the same kind of row (same dataset where the paper has it, else its CIFAR-10 row) and which
-    row that is ("Paper row": the +CE cell is Small with CE from epoch 0, the paper's only +CE row is CIFAR-100 Base)."""
-
-    t = read_json(f"{results}/02_teacher/metrics.json")
-    cells = collect(results)
-    ref, free = cells[cells.cell == reference], cells[cells.cell == "free"]
-    size = "Small" if float(read_json(f"{results}/04_distill/metrics.json")["mlp_ratio"]) == 1.0 else "Base"
-    rows = [(f"Teacher – ViT depth {t['depth']}, D {t['embed_dim']} (trained here, {t['epochs']} epochs)",
-             "Teacher – DINO-base + Training Only Head", "CE", None, t)]
-    if len(free):
-        rows.append(("ODE (free, from scratch; the student's exact architecture)", "ODE (free, from scratch)",
-                     "CE+JaSMin", free, None))
-    ce = cells[cells.cell == "ce"]
-    # a study with a `ce` cell has the label-free reference (the authors' Small rows) and the +CE cell (their
-    # CIFAR-100 Base row); an older one trained CE in the reference itself
-    rows.append((f"ODE Teacher–Student {size}", f"ODE Teacher–Student {size}",
-                 "MSE+JaSMin" if len(ce) else "MSE+JaSMin+CE", ref, None))
-    if len(ce):
-        rows.append((f"ODE Teacher–Student {size} + CE", ("ODE Teacher–Student Base", "cifar100"), "MSE+JaSMin+CE",
-                     ce, None))
-    out = []
-    for name, paper_name, losses, df, m in rows:
-        p_acc, p_ds = (paper.acc1(*paper_name), paper_name[1]) if isinstance(paper_name, tuple) else \
-            _paper_acc1(paper_name, dataset)
-        if m is not None:
-            accs = {k: f"{m[k]:.4f}" for k in ("acc1", "acc3", "acc5")}
-            params, enc, seeds = m["params_m"], m["encoder_params"], 1
-        else:
-            accs = {k: _pm(df[k]) for k in ("acc1", "acc3", "acc5")}
-            params, enc, seeds = float(df.params_m.iloc[0]), float(df.encoder_params.iloc[0]), len(df)
-        out.append({"Model": name, "Dataset": dataset, "Params (M)": round(params, 3), "Losses": losses,
-                    "Acc@1": accs["acc1"], "Acc@3": accs["acc3"], "Acc@5": accs["acc5"], "Seeds": seeds,
-                    "Encoder params (M)": round(enc / 1e6, 3), "Paper Acc@1": p_acc, "Paper dataset": p_ds,
-                    "Paper row": paper_name[0] if isinstance(paper_name, tuple) else paper_name})
-    return pd.DataFrame(out)
 
 
 def comparisons(cells: pd.DataFrame, reference: str = "ref", metric: str = "acc1", scale: float = 100.0) -> pd.DataFrame:
@@ -313,11 +253,6 @@ def verdict_counts(claims_: pd.DataFrame) -> Dict[str, int]:
     return {**out, **{k: int(v) for k, v in counts.items()}}
 
 
-def metric_keys(d: Dict[str, int]) -> Dict[str, int]:
-    """The same dict with plain identifier keys for `dvc metrics` (every run of non-word characters becomes one underscore)."""
-    return {re.sub(r"\W+", "_", k).strip("_"): v for k, v in d.items()}
-
-
 def summary_line(claims_: pd.DataFrame) -> str:
     """ "supports k · contradicts m · inconclusive n", then the rows counted apart."""
     c = verdict_counts(claims_)
@@ -327,39 +262,8 @@ def summary_line(claims_: pd.DataFrame) -> str:
     return head + (" (apart: " + " · ".join(f"{label(k)} {v}" for k, v in rest.items()) + ")" if rest else "")
 
 
-def dynamics_summary(dyn: dict) -> pd.DataFrame:
-    """One row per measured quantity of 06_dynamics (its metrics.json)."""
-    rows = []
-    for cell, per_seed in dyn["lyapunov"].items():
-        for seed, v in per_seed.items():
-            rows.append((f"CLS exponent vs correctness, {cell} seed {seed.removeprefix('seed')} ({v['n']} images)",
-                         f"point-biserial r = {v['r']:.3f} [{v['ci_low']:.3f}, {v['ci_high']:.3f}], AUC = {v['auc']:.3f}; "
-                         f"mean exponent {v['mean']:.4f}"))
-    for seed, v in dyn["prop1"].items():
-        rows.append((f"Prop. 1, ref seed {seed.removeprefix('seed')}: fraction of (image, step) with error <= bound",
-                     f"{v['fraction_within']:.3f} with the measured L (max {v['L_max']:.2f})"
-                     + (f", tightness (bound / error) min {v['tightness_min']:.3g}, median {v['tightness_median']:.3g}"
-                        if "tightness_min" in v else "")
-                     + f"; {v['fraction_within_paper_L']:.3f} with L = {v['paper_L']}"))
-    e = dyn["euler"]
-    rows.append(("Observed convergence order (Euler / model's solver)",
-                 f"{abs(e['order_parallel']):.2f} / {abs(e['order_model_solver']):.2f}"))
-    h = dyn["halting"]
-    b = h["best_within_tolerance"]
-    rows.append((f"Adaptive halting (best within {h['tolerance_pts']} pt Acc@1)",
-                 f"{b['saving'] * 100:.1f}% fewer ψ evaluations ({b['mean_evals']:.2f} of {h['N']}), "
-                 f"Acc@1 {b['acc1']:.4f} vs {h['full_acc1']:.4f}" if b else
-                 f"no threshold keeps Acc@1 within {h['tolerance_pts']} pt of {h['full_acc1']:.4f}"))
-    return pd.DataFrame(rows, columns=["Analysis", "Result"])
-
-
 def to_markdown(df: pd.DataFrame) -> str:
     return df.to_markdown(index=False)
-
-
-def figures(results: str = "results") -> List[str]:
-    """Every PNG the stages wrote, in stage order (the report's own excluded)."""
-    return sorted(p for p in glob.glob(f"{results}/*/*.png") if "/07_report/" not in p)
 
 
 VERDICT_COLORS = {stats.SUPPORTS: "#1a9850", stats.CONTRADICTS: "#d73027", stats.INCONCLUSIVE: "#7f7f7f",
@@ -388,130 +292,6 @@ def test_images(limit: int = 0, dataset: str = "") -> str:
     Fashion-MNIST test split' (0) or 'the first 2,000 Fashion-MNIST test images'."""
     ds = f"{dataset_name(dataset)} " if dataset else ""
     return f"the first {int(limit):,} {ds}test images" if limit else f"the whole {ds}test split"
-
-
-def ablations(cells: pd.DataFrame, reference: str = "ref") -> pd.DataFrame:
-    """`comparisons` (reference − cell, raw 95 % interval) with, per cell, the claim it tests (paper.CLAIMS), the
-    direction the paper predicts, the Holm-adjusted p of the ablation family beside the raw p, and the verdict —
-    `decide`, the claims table's own: a cell or reference run that had not finished learning gives "not converged"."""
-    table = comparisons(cells, reference)
-    by_cell = {b: cid for cid, a, b in PAIRS if a == "ref"}
-    table["claim"] = table.cell.map(by_cell).fillna("")
-    table["direction"] = [paper.claim(c).direction if c else "none" for c in table.claim]
-    fam = [bool(c) and paper.claim(c).family for c in table.claim]
-    table["holm_p"] = math.nan
-    table.loc[fam, "holm_p"] = stats.holm(table.loc[fam, "p_vs_null"].to_numpy())
-    verdicts, reps = [], []
-    for r in table.itertuples():
-        e = {"direction": r.direction, "n": r.seeds, "ci_low": r.ci_low, "ci_high": r.ci_high, "null": 0.0}
-        verdicts.append(decide(e, budget_of(cells, [reference, r.cell])[1], None if math.isnan(r.holm_p) else r.holm_p))
-        reps.append(stats.replication(e))
-    table["verdict"], table["replication"] = verdicts, reps
-    return table
-
-
-def _side(direction: str, reference: str, cell: str) -> str:
-    """What the paper predicts for a row of reference − cell, in words ('paper: ref better, > 0')."""
-    return {"greater": f"paper: {reference} better, > 0", "less": f"paper: {cell} better, < 0"}.get(direction,
-                                                                                                  "no prediction")
-
-
-def ablation_figure(table: pd.DataFrame, reference: str = "ref", title: str = "", test: str = ""):
-    """reference − cell (Acc@1 pt) with its raw 95 % interval per cell, coloured by verdict; each row says which side
-    the paper predicts in words (the reference better, > 0, or, for a row whose direction is 'less' such as mlp4,
-    the cell better, < 0) and carries the Holm-adjusted p of the family. `title`: the budget line (`budget_title`);
-    `test`: the test images the accuracies rest on (`test_images`)."""
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(11, 0.45 * len(table) + 2.4))
-    for i, r in enumerate(table.itertuples()):
-        col = verdict_color(r.verdict)
-        ax.errorbar(r.diff_mean, i, xerr=[[r.diff_mean - r.ci_low], [r.ci_high - r.diff_mean]], fmt="o", color=col,
-                    capsize=3)
-        holm = "" if math.isnan(r.holm_p) else f", Holm p {r.holm_p:.3f}"
-        ax.annotate(f"{r.diff_mean:+.2f} pt ({_side(r.direction, reference, r.cell)}{holm})", (1.0, i),
-                    xycoords=("axes fraction", "data"), xytext=(4, 0), textcoords="offset points", va="center",
-                    fontsize=8, color=col)
-    ax.axvline(0, color="k", lw=0.8, ls="--")
-    ax.set_yticks(range(len(table)), table.cell)
-    ax.invert_yaxis()
-    n = table.seeds.unique() if "seeds" in table else []
-    over = f" over {n[0]} paired seeds" if len(n) == 1 else " over the paired seeds"
-    ax.set_xlabel(f"Acc@1 {reference} − cell (pt), mean and 95 % t interval{over}\n"
-                  f"> 0: {reference} scored higher; < 0: the cell scored higher (the text right of each row says "
-                  "which side the paper predicts)", fontsize=9)
-    handles = [plt.Line2D([], [], marker="o", ls="", color=verdict_color(v), label=v) for v in
-               dict.fromkeys(table.verdict)]
-    ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0, 1.01), ncol=len(handles), fontsize=8,
-              frameon=False)
-    head = "Ablations (05_ablations): each cell against the reference " + reference
-    fig.suptitle(head + (f"\n{title}" if title else "") + (f"; test Acc@1 on {test}" if test else ""), fontsize=10)
-    fig.subplots_adjust(left=0.12, right=0.62, top=1 - 1.2 / fig.get_figheight(), bottom=1.1 / fig.get_figheight())
-    return fig
-
-
-def robustness_figure(rob: pd.DataFrame, trained_n: int, test_limit: int = 0, dataset: str = "",
-                      reference: str = "ref", labels: Optional[Dict[str, str]] = None, title: str = ""):
-    """Acc@1 against the solver steps N used at evaluation (log2 axis, ticks at the N evaluated), one panel per cell
-    (the reference first), so that eleven lines need no eleven hues: the cell's mean over its seeds with a band of
-    ±1 sd over them, the reference's mean in grey in every other panel, the trained N as a labelled dashed line.
-    `rob`: one row per (cell, seed, N) with acc1 (05_ablations' robustness.csv); `test_limit`, `dataset`: the test
-    images of the curves (study.robustness_test_limit, base.dataset); `labels`: a cell's words under its name (its
-    overrides; the panels follow their order); `title`: the budget line (`budget_title`)."""
-    import matplotlib.pyplot as plt
-
-    labels = labels or {}
-    g = rob.assign(acc=100 * rob.acc1).groupby(["cell", "N"]).acc.agg(["mean", "std", "count"]).reset_index()
-    g["std"] = g["std"].fillna(0.0)  # one seed: no band
-    order = [c for c in labels if c in set(g.cell)] + [c for c in dict.fromkeys(rob.cell) if c not in labels]
-    cells = [reference] * (reference in set(g.cell)) + [c for c in order if c != reference]  # the labels' order
-    ncol = min(4, len(cells))
-    nrow = -(-len(cells) // ncol)
-    fig, axes = plt.subplots(nrow, ncol, figsize=(3.0 * ncol + 0.4, 2.3 * nrow + 1.5), sharex=True, sharey=True,
-                             squeeze=False)
-    ref = g[g.cell == reference].sort_values("N")
-    ns = sorted(int(n) for n in g.N.unique())
-    for ax, cell in zip(axes.flat, cells):
-        c = g[g.cell == cell].sort_values("N")
-        if cell != reference and len(ref):
-            ax.plot(ref.N, ref["mean"], color="0.55", lw=1.2, ls="-", zorder=1)
-        col = "k" if cell == reference else "C0"
-        ax.fill_between(c.N, c["mean"] - c["std"], c["mean"] + c["std"], color=col, alpha=0.18, lw=0, zorder=2)
-        ax.plot(c.N, c["mean"], color=col, marker="o", ms=3.5, lw=1.5, zorder=3)
-        ax.axvline(trained_n, color="C3", ls="--", lw=1.0, zorder=0)
-        words = re.sub(r"[\w./-]*/", "", labels.get(cell, ""))  # a preset's file without its folder
-        words = words if len(words) <= 40 else words[:39] + "…"
-        ax.set_title(cell + (f"\n{words}" if words else ""), fontsize=9)
-        ax.grid(lw=0.4, alpha=0.6)
-    for ax in axes.flat[len(cells):]:
-        ax.axis("off")
-    for k, ax in enumerate(axes.flat[:len(cells)]):
-        if k + ncol >= len(cells):  # the lowest panel of its column: the x axis is labelled there
-            ax.set_xlabel("solver steps N at evaluation (log scale)", fontsize=8)
-            ax.tick_params(axis="x", labelbottom=True, labelsize=8)
-    ax0 = axes.flat[0]
-    ax0.set_xscale("log", base=2)
-    ax0.set_xticks(ns, [str(n) for n in ns])
-    ax0.minorticks_off()
-    ax0.annotate(f"trained N = {trained_n}", (trained_n, 0.03), xycoords=("data", "axes fraction"), xytext=(-3, 0),
-                 textcoords="offset points", ha="right", va="bottom", fontsize=8, color="C3")
-    for ax in axes[:, 0]:
-        ax.set_ylabel("test Acc@1 (%)", fontsize=9)
-    seeds = rob.groupby("cell").seed.nunique()
-    n = (f"{seeds.iloc[0]} seed" + ("s" if seeds.iloc[0] > 1 else "") if seeds.nunique() == 1
-         else f"{seeds.min()}–{seeds.max()} seeds")
-    band = f"band: ±1 sd over {n}" if seeds.max() > 1 else "one seed: no band"
-    handles = [plt.Line2D([], [], color="C0", marker="o", ms=3.5, label="the panel's cell: mean over its seeds"),
-               *([plt.Rectangle((0, 0), 1, 1, color="C0", alpha=0.18, label=band)] if seeds.max() > 1 else []),
-               plt.Line2D([], [], color="0.55", label=f"{reference} (the reference): mean, in every panel"),
-               plt.Line2D([], [], color="C3", ls="--", label=f"trained N = {trained_n} (distill.num_steps)")]
-    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False,
-               bbox_to_anchor=(0.5, 0.0))
-    fig.suptitle(f"Step-count robustness (05_ablations): test Acc@1 against the solver steps N at evaluation\n"
-                 f"{len(cells)} cells × {n}, {test_images(test_limit, dataset)}; {band}"
-                 + (f"\ntraining: {title}" if title else ""), fontsize=10)
-    fig.tight_layout(rect=(0, 0.35 / fig.get_figheight(), 1, 1))
-    return fig
 
 
 def budget_title(results: str = "results", reference: str = "ref") -> str:

@@ -1,5 +1,6 @@
-"""The quick run's generated sections (docs/results.md: its claims, tables and dynamics, the CPU and GPU studies,
-the run's time; docs/performance.md: the benchmark), each filled into its template (docs/templates/NAME.md.j2); and
+"""The quick run's generated sections (docs/results.md: its dynamics, the CPU and GPU studies, the run's time;
+docs/performance.md: the benchmark; an exploratory snapshot's claims table), each filled into its template
+(docs/templates/NAME.md.j2); and
 the record of a `make quick` run that the run-time section reads (results/run.json, `readme --record-run`)."""
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pandas as pd
 
 from . import stats
 from .results import VIT, activation_markdown, bf16_skipped, collect
-from .evidence import EVIDENCE, n_converged
+from .evidence import EVIDENCE
 from .machine import machine_info
 from .paper import claim
 from .report import comparisons, summary_line, to_markdown
@@ -51,31 +52,15 @@ def _claims(root: str) -> pd.DataFrame:
 
 
 def claims_table(root: str = ".", measured_only: bool = False) -> str:
-    """The claims table (results/07_report/claims.csv): each claim, its source, the side the paper predicts, ours with
-    its interval, the paper's number and where it lies, the computed verdict; then the verdict counts. measured_only:
+    """An exploratory snapshot's claims table (`root`/results/07_report/claims.csv): each claim, its source, the side
+    the paper predicts, ours with its interval, the paper's number and where it lies, the computed verdict; then the
+    verdict counts. measured_only:
     without the rows whose cells the run did not train (a study of the headline cells only)."""
     c = _claims(root)
     cells = collect(os.path.join(root, "results"))
     return fill("claims-table", counts=summary_line(c), SIGNED=SIGNED, predicts=_predicts, tests=_tests,
                 rows=list((c[c.verdict != stats.NOT_MEASURED] if measured_only else c).itertuples()),
                 ref=cells[cells.cell == _reference(root)])
-
-
-def claims_summary(root: str = ".") -> str:
-    """The quick run's first screen: the run's budget and verdict counts, then one line per claim (what the paper
-    predicts, its number, ours with the 95 % interval, the computed verdict) from results/07_report/claims.csv."""
-    c, cells = _claims(root), collect(os.path.join(root, "results"))
-    params = read_yaml(os.path.join(root, "params.yaml"))
-    return fill("claims-summary", counts=summary_line(c), cells=cells, ref=cells[cells.cell == _reference(root)],
-                conv=n_converged(cells), window=params["base"]["converge_window"], SIGNED=SIGNED,
-                delta=params["distill"]["min_delta_pts"], replication=stats.REPLICATION, predicts=_predicts,
-                teacher=read_json(os.path.join(root, "results/02_teacher/metrics.json")), tests=_tests,
-                rows=list(c.itertuples()))
-
-
-def main_table(root: str = ".") -> str:
-    with open(os.path.join(root, "results/07_report/main_table.md")) as f:
-        return f.read().strip()
 
 
 def dynamics_summary(root: str = ".") -> str:
@@ -254,6 +239,5 @@ def record_run(t0: float, out: str = "results/run.json") -> bool:
 
 
 SECTIONS: Dict[str, Callable[[str], str]] = {
-    "claims-summary": claims_summary, "claims-table": claims_table, "main-table": main_table,
     "dynamics-summary": dynamics_summary, "bench-tables": bench_tables, "bench-summary": bench_summary,
     "cpu-study": cpu_study, "gpu-study": gpu_study, "run-time": run_time}
