@@ -207,27 +207,29 @@ def test_a_group_resumes_only_the_run_it_was_written_for(tmp_path, monkeypatch, 
         assert "written before groups recorded their run key; continued unchecked" in capsys.readouterr().out
 
 
-def test_the_run_key_is_the_same_in_another_process_and_ignores_comments(tmp_path):
-    """The key a later session computes for the same run equals today's (another interpreter, another hash seed),
-    and an edit of fast.py's comments or docstrings leaves its trainer part as it is, while a code edit changes it."""
+def test_the_run_key_is_the_same_in_another_process_and_ignores_comments(tmp_path, monkeypatch):
+    """The key a later session computes for the same run equals today's (another interpreter with another hash seed
+    than this one's), and an edit of fast.py's comments or docstrings leaves its trainer part as it is, while a code
+    edit changes it (trainer_hash reads the file at fast.__file__, here pointed at an edited copy)."""
     import subprocess
     import sys
 
     parts = dict(study="v2_x", cell="ref", seeds=[5, 6], base={"batch_size": 128, "image_size": 28})
     code = ("import json, sys; from odevit.repro import fast; "
             f"print(json.dumps(fast.run_key(**{parts!r})))")
-    outs = [subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
-                           env={**__import__("os").environ, "PYTHONHASHSEED": str(h)}).stdout for h in (1, 2)]
-    assert outs[0] == outs[1] and json_loads(outs[0])["config"] == fast.run_key(**parts)["config"]
+    seed = "2" if os.environ.get("PYTHONHASHSEED") == "1" else "1"  # not this interpreter's
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONHASHSEED": seed}).stdout
+    mine = fast.run_key(**parts)
+    assert json_loads(out) == mine  # config, parts, source, trainer and commit alike
     src = (ROOT / "odevit/repro/fast.py").read_text()
+    today = fast.trainer_hash()
     copy = tmp_path / "fast.py"
     for text, same in ((src.replace('"""', '"""Another docstring line. ', 1) + "\n# a comment\n", True),
                        (src + "\nX = 1\n", False)):
         copy.write_text(text)
-        h = subprocess.run([sys.executable, "-c", "from odevit.repro import fast; fast.__file__ = " + repr(str(copy))
-                            + "; print(fast.trainer_hash())"], cwd=ROOT, capture_output=True, text=True,
-                           check=True).stdout.strip()
-        assert (h == fast.trainer_hash()) == same, text[-40:]
+        monkeypatch.setattr(fast, "__file__", str(copy))
+        assert (fast.trainer_hash() == today) == same, text[-40:]
 
 
 def json_loads(text):

@@ -322,11 +322,11 @@ def test_stage_times_sums_phases_and_notebook_durations(tmp_path):
         (tmp_path / path / "timing.json").write_text(json.dumps(t))
     from odevit.repro import notebook
 
-    for name, d in (("02_teacher", 130.0), ("03_ode_scratch", 7.5)):  # what each notebook stage records
+    for name, d in (("02_teacher", 130.0), ("06_dynamics", 7.5)):  # what each notebook stage records
         notebook.record_time(name, d, str(tmp_path / notebook.TIMES))
     s = results_pages.stage_times(str(tmp_path))
     assert s["phases_s"] == {"train": 130.0, "data": 3.0, "startup": 3.0}
-    assert s["cells_s"] == 40.0 and s["cells"] == 2 and s["notebooks_s"] == {"02_teacher": 130.0, "03_ode_scratch": 7.5}
+    assert s["cells_s"] == 40.0 and s["cells"] == 2 and s["notebooks_s"] == {"02_teacher": 130.0, "06_dynamics": 7.5}
     assert s["stages_s"] == 177.5
 
 
@@ -345,7 +345,7 @@ def test_run_time_shows_each_phase_before_and_now(tmp_path):
             (d / "timing.json").write_text(json.dumps({"train": tr, "startup": startup, "total": total}))
         (tmp_path / "results/run.json").write_text(json.dumps({
             "date": "2026-01-01", "machine": "x86_64, 2 CPU cores, no GPU", "wall_s": wall,
-            "phases_s": {"train": train, "startup": 9.0}, "notebooks_s": {"03_ode_scratch": 5.0}, "cells": len(cells),
+            "phases_s": {"train": train, "startup": 9.0}, "notebooks_s": {"06_dynamics": 5.0}, "cells": len(cells),
             "dvc_other_s": wall - train - 14.0}))
 
     run_record(100.0, 50.0, {("ref", 0): (30.0, 20.0, 4.0), ("ref", 1): (34.0, 20.0, 5.0), ("free", 0): (40.0, 20.0, 6.0)})

@@ -4,9 +4,10 @@
     python -m odevit.repro.compare /path/to/results     # vs another results directory (or a checkout holding results/)
     python -m odevit.repro.compare v1 --this v2         # two git revisions' committed results
 
-Per metric: each study cell's Acc@1 mean over seeds, the teacher's Acc@1 and each claims.csv row's ours_mean, with
-the difference in units of the seed std (pooled over the two runs' seeds; the claims' ours_std), then every claim
-whose verdict column (`verdict`, else `resolved`) changed, and whether the two machines promise bit-identical
+Per metric: each study cell's Acc@1 mean over seeds, the teacher's Acc@1 and, where both runs hold a quick-run claims
+table (results/07_report/claims.csv, revisions before a408254 removed it), each row's ours_mean, with the difference
+in units of the seed std (pooled over the two runs' seeds; the claims' ours_std), then every such claim whose verdict
+column (`verdict`, else `resolved`) changed, and whether the two machines promise bit-identical
 numbers (odevit.repro.machine.same_kernels on results/run.json). Prints the tables; exit code 0 (a report, not a gate).
 """
 from __future__ import annotations

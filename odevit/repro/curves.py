@@ -3,7 +3,7 @@
     h = curves.histories("results", ["ref", "ce", "free"])    # one row per (cell, seed, epoch)
     curves.plot(h, ax)                                       # one line per cell: mean over seeds, band = their range
 
-Used by 02-05 (02 passes the teacher's own history).
+Used by 02_teacher (its own history) and evidence.py's snapshot curves.
 """
 from __future__ import annotations
 

@@ -79,9 +79,6 @@ def budget_of(cells: pd.DataFrame, names: List[str]) -> tuple:
     return budget(cells, names), conv
 
 
-QUICK_RUN_LABEL = "quick run (CPU slice, not converged: no verdict)"  # how 03 / 05 / 07 name a run whose claims are gated
-
-
 def gate(verdict: str, converged: bool) -> str:
     """The convergence gate: a decided or inconclusive verdict of a claim resting on a run that had not finished
     learning becomes stats.NOT_CONVERGED (its numbers stay, the verdict goes); not measured, fact and not a claim
