@@ -52,7 +52,8 @@ data:
 # train (02_teacher, the quick run's cells, the plans' studies) keep their committed outputs; the full retraining is
 # `make plan-v2` (on a GPU: docs/evidence/v2_gpu.sh) and `make evidence` (plan 1). The reading stages run by their
 # dvc.yaml commands (odevit.repro.reread: no DVC work between them); dvc.lock is left as committed (recording the new
-# outputs, `dvc commit` of those stages, took 5 min of the 20.8 on 2 cores). results/repro_time.json: the wall.
+# outputs, `dvc commit` of those stages, took 5 min of a 20.8-min make repro on 2 cores, 2026-11-27, before 4 of its
+# notebooks were removed). results/repro_time.json: the wall.
 READ_STAGES := 01_data evidence 08_v2_teacher 09_v2_budget 10_v2_steps 11_v2_design 12_v2_verdicts html
 SLICE_EPOCHS ?= 3
 repro: $(STAMP) data

@@ -218,7 +218,7 @@ def test_the_run_key_is_the_same_in_another_process_and_ignores_comments(tmp_pat
     code = ("import json, sys; from odevit.repro import fast; "
             f"print(json.dumps(fast.run_key(**{parts!r})))")
     seed = "2" if os.environ.get("PYTHONHASHSEED") == "1" else "1"  # not this interpreter's
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
+    out = subprocess.run([sys.executable, "-c", code], cwd=os.getcwd(), capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONHASHSEED": seed}).stdout
     mine = fast.run_key(**parts)
     assert json_loads(out) == mine  # config, parts, source, trainer and commit alike

@@ -294,7 +294,11 @@ def test_stage_per_notebook():
     assert stages.pop("publish")["cmd"] == "python -m odevit.repro.publish"  # weights/quick (tests/test_hub.py)
     assert stages.pop("publish_evidence")["cmd"] == "python -m odevit.repro.publish --evidence"  # weights/evidence
     assert stages.pop("evidence")["cmd"] == "python -m odevit.repro.verdicts"  # the plan's verdicts
-    assert stages.pop("html")["cmd"] == "python -m odevit.repro.notebook --html"  # results/html/, every notebook
+    html = stages.pop("html")
+    assert html["cmd"] == "python -m odevit.repro.notebook --html"  # results/html/, every notebook
+    from odevit.repro import notebook
+
+    assert {f"outputs/{n}.ipynb" for n in notebook.NOTEBOOKS} <= set(html["deps"])  # a new notebook: a dep of its page
     for study, st in yaml.safe_load((ROOT / "plan.yaml").read_text())["studies"].items():  # one matrix stage per
         assert stages.pop(study)["cmd"] == f"python -m odevit.repro.study ${{item.cell}} ${{item.seed}} --study {study}"
         if st.get("teacher"):  # plan study, and one stage for a study's own teacher, which its cells depend on

@@ -103,8 +103,9 @@ def _merge_run(src: Path, dst: Path) -> None:
     from odevit.repro.notebook import PLAN_V2
 
     theirs_v2 = PLAN_V2[V2_IN_QUICK_HALF:]  # the plan-v2 notebooks the plan half ran
+    v2_figures = ["results/v2"] if "12_v2_verdicts" in theirs_v2 else []  # 12 draws its figures into results/v2
     for d in ("results/studies", "results/evidence", "checkpoints/studies", "weights/evidence", ".dvc/cache",
-              "results/v2", *(f"results/{n}" for n in theirs_v2)):  # their figures
+              *v2_figures, *(f"results/{n}" for n in theirs_v2)):  # their figures
         if (src / d).exists():
             shutil.copytree(src / d, dst / d, dirs_exist_ok=True)
     for n in theirs_v2:  # and their executed copies

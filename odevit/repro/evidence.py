@@ -11,7 +11,8 @@
 and README functions that take a `root` read it unchanged):
   params.yaml                                 the clone's params (the experiment's values)
   results/cells/CELL/sSEED/{metrics.json, history.csv, timing.json}   every finished (cell, seed) of its study
-  results/0[3-7]_*/ (csv, json, png), results/run.json   with --stages: once `dvc exp run` ran every stage on them
+  results/06_dynamics/ (csv, json, png), results/run.json   with --stages: once `dvc exp run` ran every stage on them,
+  results/07_report/claims.{csv,png}          and then the claims table computed from them (`write_claims`)
   curves.png                                  the validation curves of the finished runs, one panel per cell
   study.json                                  command, commit, machine, date, runs planned / finished / converged,
                                               training time; wall_s when --t0 (the start, epoch s) is given
@@ -43,6 +44,7 @@ EVIDENCE = "docs/evidence"
 RUN_FILES = ("metrics.json", "history.csv", "timing.json")
 TEACHER_FILES = ("results/02_teacher/metrics.json", "results/02_teacher/history.csv", "results/02_teacher/distances.csv")
 STAGE_GLOBS = ("results/0[3-7]_*/*.csv", "results/0[3-7]_*/*.json", "results/0[3-7]_*/*.png", "results/run.json")
+CLAIMS = "results/07_report/claims.csv"  # a snapshot's claims table (the path the removed 07_report stage wrote)
 
 
 def n_converged(runs: pd.DataFrame) -> int:
@@ -124,6 +126,7 @@ def snapshot(name: str, clone: str, command: str, stages: bool = False, t0: Opti
         for pattern in STAGE_GLOBS:
             for src in glob.glob(os.path.join(clone, pattern)):
                 copy(os.path.relpath(src, clone))
+        write_claims(dest)
     cells = collect(os.path.join(dest, "results"))
     timing = [files.read_json(os.path.join(dest, f"results/cells/{c}/s{s}/timing.json")) for c, s in done
               if os.path.isfile(os.path.join(dest, f"results/cells/{c}/s{s}/timing.json"))]
@@ -134,7 +137,7 @@ def snapshot(name: str, clone: str, command: str, stages: bool = False, t0: Opti
             "runs_planned": len(runs), "runs_finished": len(done),
             "runs_converged": n_converged(cells),
             "train_s": round(sum(run_seconds(t) for t in timing), 1),
-            "stages": os.path.isfile(os.path.join(dest, "results/07_report/claims.csv"))}  # the report ran on them
+            "stages": os.path.isfile(os.path.join(dest, CLAIMS))}  # the claims table was computed on them
     if t0 is not None:
         meta["wall_s"] = round(time.time() - t0, 1)
     old = os.path.join(dest, "study.json")
@@ -160,32 +163,37 @@ def add_note(name: str, note: str, out: str = EVIDENCE) -> List[str]:
     return meta["notes"]
 
 
-def recompute_claims(name: str, out: str = EVIDENCE) -> List[str]:
-    """A snapshot's claims table and figure (results/07_report/claims.csv and claims.png) recomputed from its
-    committed runs with this checkout's report code, as the 07_report stage writes them (`report.claims` with the
-    snapshot's reference and margin; `report.claims_figure` titled by `report.budget_title`): for a change of the
-    report code that the snapshot's clone can no longer rerun. Returns the claims.csv columns that changed."""
+def write_claims(dest: str) -> None:
+    """A snapshot's claims table and figure (CLAIMS and claims.png beside it) from its runs and stage results, with this
+    checkout's report code (`report.claims` with the snapshot's reference and margin; `report.claims_figure` titled
+    by `report.budget_title`)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    dest = os.path.join(out, name)
-    path = os.path.join(dest, "results/07_report/claims.csv")
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"{path}: the snapshot has no claims table (snapshot it with --stages)")
     study = _params_of(dest)["study"]
-    before = pd.read_csv(path)
     cwd = os.getcwd()
     os.chdir(dest)  # the table names its files relative to the results root, as in the clone
     try:
         c = report.claims(reference=study["reference"], margin_pts=study["equivalence_margin_pts"])
-        files.write_csv(c, "results/07_report/claims.csv")
+        files.write_csv(c, CLAIMS)
         fig = report.claims_figure(c, report.budget_title(reference=study["reference"]))
-        files.save_figure(fig, "results/07_report/claims.png")
+        files.save_figure(fig, os.path.join(os.path.dirname(CLAIMS), "claims.png"))
         plt.close(fig)
     finally:
         os.chdir(cwd)
+
+
+def recompute_claims(name: str, out: str = EVIDENCE) -> List[str]:
+    """A snapshot's claims table and figure recomputed from its committed runs (`write_claims`): for a change of the
+    report code that the snapshot's clone can no longer rerun. Returns the claims.csv columns that changed."""
+    dest = os.path.join(out, name)
+    path = os.path.join(dest, CLAIMS)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: the snapshot has no claims table (snapshot it with --stages)")
+    before = pd.read_csv(path)
+    write_claims(dest)
     after = pd.read_csv(path)
     return [col for col in after.columns if col not in before or not after[col].equals(before[col])]
 

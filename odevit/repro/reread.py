@@ -6,7 +6,7 @@ What `dvc repro --force --single-item STAGES` runs, without DVC's work around ea
 process spends ~15 s of CPU parsing the pipeline (its ~300 study runs and their lock entries) before each stage and
 rewrites dvc.lock after it, which was most of make repro's stage time while each notebook ran in 20-30 s. dvc.lock
 is not touched: `dvc status` then lists these stages as changed until `dvc commit STAGE...` records their new outputs
-(5 min on 2 cores for make repro's 11, which is why make repro leaves it to you). A stage that fails stops the rest,
+(5 min on 2 cores for make repro's 11 of 2026-11-27, which is why make repro leaves it to you). A stage that fails stops the rest,
 with its name and exit status.
 """
 from __future__ import annotations
