@@ -94,22 +94,14 @@ def _snapshot_teacher(work: Path) -> None:
 # cells, 06_dynamics, publish, the plan-v2 notebooks (08-12: they read the committed results/v2 and need neither
 # half's runs) and `html`, which exports every executed notebook (so all of them are made in that half); the plan
 # half the plan's 24 runs, its teacher, evidence and publish_evidence. repro.log ends with each half's wall time.
-V2_IN_QUICK_HALF = 5
 
 
 def _merge_run(src: Path, dst: Path) -> None:
     """Bring the plan half's run (`src`) into the quick half's workspace (`dst`): its stages' outputs, its DVC cache
     and its dvc.lock entries (the two halves share 01_data and 02_teacher, identical: copied before they split)."""
-    from odevit.repro.notebook import PLAN_V2
-
-    theirs_v2 = PLAN_V2[V2_IN_QUICK_HALF:]  # the plan-v2 notebooks the plan half ran
-    v2_figures = ["results/v2"] if "12_v2_verdicts" in theirs_v2 else []  # 12 draws its figures into results/v2
-    for d in ("results/studies", "results/evidence", "checkpoints/studies", "weights/evidence", ".dvc/cache",
-              *v2_figures, *(f"results/{n}" for n in theirs_v2)):  # their figures
+    for d in ("results/studies", "results/evidence", "checkpoints/studies", "weights/evidence", ".dvc/cache"):
         if (src / d).exists():
             shutil.copytree(src / d, dst / d, dirs_exist_ok=True)
-    for n in theirs_v2:  # and their executed copies
-        shutil.copy(src / f"outputs/{n}.ipynb", dst / f"outputs/{n}.ipynb")
     lock, theirs = (yaml.safe_load((p / "dvc.lock").read_text()) for p in (dst, src))
     for name, entry in theirs["stages"].items():
         assert lock["stages"].get(name, entry) == entry, f"{name}: the two halves ran it differently"
@@ -149,8 +141,8 @@ def repro(tmp_path_factory):
     shutil.copytree(work, plan_work, symlinks=True)
     halves = [subprocess.Popen(["dvc", "repro", *targets], cwd=w, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
-              for w, targets in ((work, ["06_dynamics", "publish", *PLAN_V2[:V2_IN_QUICK_HALF], "html"]),
-                                 (plan_work, ["evidence", "publish_evidence", *PLAN_V2[V2_IN_QUICK_HALF:]]))]
+              for w, targets in ((work, ["06_dynamics", "publish", *PLAN_V2, "html"]),
+                                 (plan_work, ["evidence", "publish_evidence"]))]
     t0, walls = time.time(), [0.0, 0.0]
     with ThreadPoolExecutor(2) as pool:  # each half's output read to its end, and the time it ended
         def wait(k):
