@@ -1,10 +1,12 @@
-"""Published weights, travelling with the repository (offline): two folders of weights/, one per source.
+"""Published weights, travelling with the repository (offline): three folders of weights/, one per source.
 
     import timm, odevit
     # weights/evidence: the plan's 55k study (plan.yaml: publish), the seed with the best validation Acc@1 per cell
     student = timm.create_model("odevit_small_patch7_28.fmnist55k_distill", pretrained=True)
     free = timm.create_model("odevit_small_patch7_28.fmnist55k_free", pretrained=True)
     teacher = odevit.create_teacher("odevit_teacher_patch7_28.fmnist_strong", num_classes=10, pretrained=True)
+    # weights/v2: plan v2's teacher and its 55k students, the seed with the best validation Acc@1 per cell
+    student_v2 = timm.create_model("odevit_small_patch7_28.fmnist_v2_distill", pretrained=True)
     # weights/quick: the quick run's (6k images x 2 epochs, not converged), what `make repro` trains
     quick = timm.create_model("odevit_small_patch7_28.fmnist_distill", pretrained=True)
 
@@ -71,6 +73,15 @@ TAGS = {
         TEACHER_ARCH, "stronger teacher: the same architecture trained with augmentation (exploratory)", EVIDENCE),
     f"{TEACHER_ARCH}.fmnist_v2": (
         TEACHER_ARCH, "plan v2's teacher: 40 epochs with augmentation, the seed selected on validation (plan_v2.yaml)", V2),
+    # plan v2's students (plan_v2.yaml: publish); one whose cell is still training is listed in weights/v2's manifest
+    # as pending, and loading it says so
+    f"{STUDENT_ARCH}.fmnist_v2_distill": (
+        STUDENT_ARCH, "plan v2's distilled student, trajectory loss only, from the v2 teacher (study v2_55k, cell ref)",
+        V2),
+    f"{STUDENT_ARCH}.fmnist_v2_distill_ce": (
+        STUDENT_ARCH, "plan v2's distilled student, trajectory loss + cross-entropy (study v2_55k, cell ce)", V2),
+    f"{STUDENT_ARCH}.fmnist_v2_free": (
+        STUDENT_ARCH, "plan v2's free ODE: the student's architecture from scratch (study v2_55k, cell free)", V2),
 }
 
 
@@ -135,10 +146,24 @@ def published() -> Dict[str, Dict[str, Any]]:
     return out
 
 
+def pending() -> Dict[str, str]:
+    """Registered tags whose runs are not finished yet (a manifest's `pending`: tag -> why), over the folders."""
+    out: Dict[str, str] = {}
+    for folder in (QUICK, EVIDENCE, V2):
+        root = os.path.join(WEIGHTS_DIR, folder)
+        if os.path.isfile(os.path.join(root, MANIFEST)):
+            out.update(read_manifest(root).get("pending", {}))
+    return out
+
+
 def entry(tag: str, root: Optional[str] = None) -> Dict[str, Any]:
     """The manifest entry of `tag` (its file not checked: see `verify`)."""
     root = root or tag_root(tag)
-    entries = read_manifest(root)["weights"]
+    m = read_manifest(root)
+    entries = m["weights"]
+    if tag in m.get("pending", {}):
+        raise WeightsError(f"{tag}: not published yet, its runs are still training ({m['pending'][tag]}; "
+                           f"{os.path.join(root, MANIFEST)})")
     if tag not in entries:
         raise WeightsError(f"{tag}: not in {os.path.join(root, MANIFEST)} (published: {sorted(entries)})")
     return entries[tag]
@@ -185,8 +210,8 @@ def _check_arch(variant: str, kwargs: Dict[str, Any]) -> None:
 def odevit_small_patch7_28(pretrained: bool = False, **kwargs: Any) -> ODEViT:
     """The default run's student (paper's Small recipe, mlp_ratio 1) at Fashion-MNIST's shape: 28x28, patch 7,
     D 128, 4 heads, N 12 steps over T = 6 (the teacher's depth), final LayerNorm before the head. Tags (TAGS):
-    .fmnist55k_distill, .fmnist55k_distill_ce (distilled), .fmnist55k_free (same architecture from scratch), and the
-    quick run's .fmnist_distill, .fmnist_free."""
+    plan v2's .fmnist_v2_distill, .fmnist_v2_distill_ce, .fmnist_v2_free; plan 1's .fmnist55k_distill, .fmnist55k_distill_ce (distilled), .fmnist55k_free (same
+    architecture from scratch); the quick run's .fmnist_distill, .fmnist_free."""
     if pretrained:
         _check_arch(STUDENT_ARCH, kwargs)
     return build(STUDENT_ARCH, pretrained, **{**STUDENT_KWARGS, **kwargs})

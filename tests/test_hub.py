@@ -22,8 +22,15 @@ DISTILL = f"{hub.STUDENT_ARCH}.fmnist_distill"
 TEACHER = f"{hub.TEACHER_ARCH}.fmnist"
 
 
+PENDING = json.loads((ROOT / "weights" / hub.V2 / "manifest.json").read_text()).get("pending", {})
+
+
 def test_every_registered_tag_is_published_with_its_registered_architecture():
-    assert set(MANIFEST) == set(hub.TAGS) and hub.published().keys() == MANIFEST.keys()
+    """Every tag odevit.hub registers is published, or (plan v2's students whose cells still train) pending in its
+    folder's manifest, never both."""
+    assert set(MANIFEST) | set(PENDING) == set(hub.TAGS) and not set(MANIFEST) & set(PENDING)
+    assert hub.published().keys() == MANIFEST.keys() and hub.pending() == PENDING
+    assert all(hub.TAGS[t][2] == hub.V2 for t in PENDING)
     for folder, m in FOLDERS.items():
         for tag, e in m.items():
             assert hub.TAGS[tag][2] == folder
@@ -66,7 +73,7 @@ def test_v2_teacher_is_the_selected_seeds_kept_weights():
     assert e["metrics"]["acc1"] == e["run_metrics"]["acc1"] == sel["acc1"]
 
 
-@pytest.mark.parametrize("tag", sorted(hub.TAGS))
+@pytest.mark.parametrize("tag", sorted(MANIFEST))
 def test_published_tag_reproduces_committed_acc1(tag, capsys):
     if not os.path.isdir(data.DEBIAN_FASHION_MNIST):
         pytest.skip("needs Fashion-MNIST (make data: Debian's dataset-fashion-mnist)")
@@ -159,3 +166,60 @@ def test_publish_v2_without_its_teacher_stops_naming_the_file(tmp_path, monkeypa
         publish.main(["--v2"])
     assert e.value.code == 2 and "not the selected teacher's weights" in capsys.readouterr().err
     assert not (tmp_path / "weights/v2").exists()
+
+
+def test_publish_v2_selects_each_students_seed_on_validation_and_names_unfinished_cells(tmp_path, monkeypatch):
+    """plan_v2.yaml's publish rows: a cell with every seed finished gives its best-validation seed (a tie goes to the
+    first in the plan's order; the test Acc@1 is never looked at), with its convergence and architecture; a cell with a
+    seed missing is pending, naming the seeds, and is not published; a finished row whose tag odevit.hub does not
+    register is refused by name."""
+    import yaml
+
+    for f in ("params.yaml", "plan_v2.yaml"):
+        shutil.copy(ROOT / f, tmp_path / f)
+    shutil.copytree(ROOT / "presets", tmp_path / "presets")
+    shutil.copytree(ROOT / "results/v2/teacher", tmp_path / "results/v2/teacher")
+    (tmp_path / "weights/v2_teacher").mkdir(parents=True)
+    shutil.copy(ROOT / "weights/v2_teacher/best.pt", tmp_path / "weights/v2_teacher/best.pt")
+    monkeypatch.chdir(tmp_path)
+    plan = yaml.safe_load((ROOT / "plan_v2.yaml").read_text())
+    rows = {r["cell"]: r for r in plan["publish"]}
+    seeds = plan["studies"]["v2_55k"]["seeds"]
+
+    def runs(cell, vals, accs):
+        for x, v, a in zip(seeds, vals, accs):
+            out = tmp_path / f"results/v2/v2_55k/{cell}/s{x}"
+            out.mkdir(parents=True)
+            (out / "metrics.json").write_text(json.dumps(dict(val_acc1=v, acc1=a, converged=True, epochs_run=40,
+                                                              gain_floor_pts=0.1, threshold_pts=0.5)))
+
+    runs("ref", [0.88, 0.90, 0.90, 0.89], [0.99, 0.80, 0.70, 0.99])  # s1 and s2 tie on validation; test says s0
+    runs("ce", [0.91, 0.92], [0.9, 0.9])                              # two of four seeds finished
+    src, pending = publish.v2_sources()
+    ref = src[rows["ref"]["tag"]]
+    assert (ref["seed"], ref["val_acc1"], ref["cell"], ref["kind"]) == (seeds[1], 0.90, "ref", "student")
+    assert ref["checkpoint"] == f"checkpoints/v2/v2_55k/ref/s{seeds[1]}/best.pt"
+    assert ref["model_kwargs"] == hub.STUDENT_KWARGS and ref["converged_plan"]["converged"] is True
+    assert f"s{seeds[0]} 88.00" in ref["selection"]
+    assert set(pending) == {rows["ce"]["tag"], rows["free"]["tag"]} and rows["ce"]["tag"] not in src
+    assert f"seeds {seeds[2:]} of {seeds} not finished" in pending[rows["ce"]["tag"]]
+    plan["publish"] = [dict(rows["ref"], tag="odevit_small_patch7_28.unregistered")]
+    (tmp_path / "plan_v2.yaml").write_text(yaml.safe_dump(plan))
+    with pytest.raises(publish.config.ConfigError, match=r"publish\[0\]\.tag 'odevit_small_patch7_28.unregistered'"):
+        publish.v2_sources()
+
+
+def test_a_pending_tag_is_refused_saying_its_runs_still_train(tmp_path):
+    """A registered tag listed as pending (its cell still training): loading it, through timm or odevit.hub, fails
+    with one line naming the tag and why, never with timm's missing-file error."""
+    root = tmp_path / "v2"
+    shutil.copytree(ROOT / "weights" / hub.V2, root)
+    m = json.loads((root / "manifest.json").read_text())
+    tag = f"{hub.STUDENT_ARCH}.fmnist_v2_free"
+    m["weights"].pop(tag, None)
+    m["pending"] = {tag: "v2_55k/free: seeds [2402, 2403] of [2400, 2401, 2402, 2403] not finished"}
+    (root / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(hub.WeightsError, match=rf"{tag}: not published yet, its runs are still training \(v2_55k/free"):
+        hub.load(tag, str(root))
+    with pytest.raises(hub.WeightsError, match="not published yet"):
+        timm.create_model(tag, pretrained=True, pretrained_cfg_overlay=dict(file=str(root / f"{tag}.safetensors")))

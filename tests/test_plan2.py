@@ -28,6 +28,7 @@ def test_committed_plan_loads_with_its_families():
     (lambda p: p["rules"]["convergence"].__setitem__("rule", "full_schedule"), "floor_slope"),
     (lambda p: p.__setitem__("version", 1), "version: 2"),
     (lambda p: p["studies"]["v2_1k"]["questions"][0]["pilot"].__setitem__("sd", 50.0), "power"),
+    (lambda p: p["publish"][0].__setitem__("cell", "layernorm"), r"publish\[0\]: \{tag, study, cell\}"),
 ])
 def test_bad_plans_are_refused_naming_the_key(edit, match):
     p = copy.deepcopy(PLAN)
@@ -39,6 +40,8 @@ def test_bad_plans_are_refused_naming_the_key(edit, match):
 def test_hash_changes_with_the_block_only():
     p = copy.deepcopy(PLAN)
     h = {n: plan2.study_hash_v2(PLAN, n) for n in PLAN["studies"]}
+    p["publish"] = []  # which runs are published decides no verdict: no study's hash covers it
+    assert {n: plan2.study_hash_v2(p, n) for n in PLAN["studies"]} == h
     p["studies"]["v2_1k"]["budget"]["epochs"] = 151
     assert plan2.study_hash_v2(p, "v2_1k") != h["v2_1k"] and plan2.study_hash_v2(p, "v2_3k") == h["v2_3k"]
 

@@ -37,6 +37,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             for tag, e in entries.items():
                 print(f"{tag:42s} {e['kind']:8s} {e['parameters'] / 1e6:.3f}M  Acc@1 {e['metrics']['acc1']:.4f}  "
                       f"({e['metrics_file']})")
+            for tag, why in hub.pending().items():
+                print(f"{tag:42s} pending: {why}")
             return 0
         if args.num_steps is not None and args.num_steps < 1:
             raise ValueError(f"--num-steps: {args.num_steps} must be >= 1")

@@ -92,6 +92,10 @@ def check(plan: Any, path: str = PLAN_FILE) -> None:
             _need(q.get("a") in cells and (q["kind"] != "paired" or q.get("b") in cells),
                   f"{qw}: a (and b for paired) must be cells of the study")
             _need(q["test"] == "superiority" or q.get("margin") is not None, f"{qw}: margin needed for {q['test']}")
+    for i, r in enumerate(plan.get("publish") or []):
+        _need(isinstance(r, dict) and set(r) == {"tag", "study", "cell"} and r["study"] in studies
+              and r["cell"] in (studies[r["study"]].get("cells") or {}),
+              f"{path}: publish[{i}]: {{tag, study, cell}} with a study of the plan and one of its cells")
     for row in power_rows(plan):
         _need(row["power_paper"] >= POWER_MIN or bool(row["power_note"]),  # NaN (no paper number): a note too
               f"{path}: {row['study']}.{row['id']}: power {row['power_paper']:.2f} "

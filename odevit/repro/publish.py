@@ -3,7 +3,8 @@
     python -m odevit.repro.publish              # stage publish: the quick run's teacher, free ODE and distilled
                                                 # student of the main seed (study.seeds[0]) -> weights/quick
     python -m odevit.repro.publish --evidence   # stage publish_evidence: plan.yaml's publish block -> weights/evidence
-    python -m odevit.repro.publish --v2         # plan v2's teacher (make plan-v2, outside DVC as its runs) -> weights/v2
+    python -m odevit.repro.publish --v2         # plan v2's teacher and plan_v2.yaml's publish rows whose runs are
+                                                # all finished (make plan-v2, outside DVC as its runs) -> weights/v2
 
 Each writes safetensors (weights only) with FOLDER/manifest.json (sha256, size, architecture, constructor arguments,
 source checkpoint, cell, seed, how the seed was selected, data, metrics), then reloads every tag the way users do
@@ -18,7 +19,7 @@ import json
 import os
 import shutil
 import sys
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 import torch
 import pandas as pd
@@ -133,10 +134,15 @@ def evidence_sources(params_file: str = "params.yaml", plan_file: str = plan_mod
     return out
 
 
-def v2_sources(plan_file: str = "plan_v2.yaml", params_file: str = "params.yaml") -> Dict[str, Dict[str, Any]]:
-    """What `--v2` publishes (weights/v2): plan v2's teacher, the seed selected on validation (results/v2/teacher/
-    selected.json), from the best.pt kept in git (weights/v2_teacher/best.pt), which must be that seed's (sha256)."""
+def v2_sources(plan_file: str = "plan_v2.yaml", params_file: str = "params.yaml"
+               ) -> Tuple[Dict[str, Dict[str, Any]], Dict[str, str]]:
+    """What `--v2` publishes (weights/v2), and what it cannot yet: plan v2's teacher, the seed selected on validation
+    (results/v2/teacher/selected.json), from the best.pt kept in git (weights/v2_teacher/best.pt), which must be that
+    seed's (sha256); then plan_v2.yaml's `publish` rows, each a study's cell at the seed with the best validation
+    Acc@1 (ties: the first in the plan's order; the test set is never looked at). A row whose cell has not finished
+    every seed is returned as pending (tag -> why) and left out, never published from part of its seeds."""
     from . import fast
+    from . import study as st
 
     p = fast.Plan(plan_file, params_file)
     selected = f"{fast.RESULTS}/teacher/selected.json"
@@ -150,13 +156,47 @@ def v2_sources(plan_file: str = "plan_v2.yaml", params_file: str = "params.yaml"
     seeds = [int(s) for s in p.plan["teacher"]["seeds"]]
     runs = {s: pipeline.read_json(f"{fast.RESULTS}/teacher/s{s}/metrics.json") for s in seeds}
     b, tc = dataclasses.replace(p.base, seed=seed), p.teacher_cfg
-    return {f"{TEACHER_ARCH}.fmnist_v2": dict(
+    out = {f"{TEACHER_ARCH}.fmnist_v2": dict(
         kind="teacher", checkpoint=fast.KEPT_TEACHER, metrics=f"{fast.RESULTS}/teacher/s{seed}/metrics.json",
         builder=tc.name or pipeline.GENERIC_VIT, model_kwargs=pipeline.teacher_kwargs(b, tc), cell=None, seed=seed,
         study=None, plan_hash=runs[seed].get("plan_hash"),
         selection=f"best validation Acc@1 of seeds {seeds} (ties: the first in the plan's order): "
                   + ", ".join(f"s{s} {100 * m['val_acc1']:.2f}" for s, m in runs.items()),
         data=_data_spec(b, seed))}
+    pending: Dict[str, str] = {}
+    for i, r in enumerate(p.plan.get("publish") or []):
+        tag, study, cell = r["tag"], r["study"], r["cell"]
+        s = p.plan["studies"][study]
+        seeds = [int(x) for x in s["seeds"]]
+        files = {x: f"{fast.RESULTS}/{study}/{cell}/s{x}/metrics.json" for x in seeds}
+        todo = [x for x, f in files.items() if not os.path.isfile(f)]
+        if todo:
+            pending[tag] = (f"{study}/{cell}: none of its seeds {seeds} finished" if len(todo) == len(seeds) else
+                            f"{study}/{cell}: seeds {todo} of {seeds} not finished")
+            continue
+        if tag not in TAGS or TAGS[tag][2] != V2:
+            raise config.ConfigError(f"{plan_file}: publish[{i}].tag '{tag}' is not one of the v2 tags of "
+                                     f"odevit.hub.TAGS ({sorted(t for t, v in TAGS.items() if v[2] == V2)})")
+        ms = {x: pipeline.read_json(f) for x, f in files.items()}
+        seed = max(seeds, key=lambda x: (ms[x]["val_acc1"], -seeds.index(x)))
+        m = ms[seed]
+        ov = dict(s["cells"][cell] or {})
+        free = bool(ov.pop("free", False))
+        tcfg, tck, dist, _ = fast._teacher_for(p, ov.pop("teacher", "strong"), torch.device("cpu"))
+        d = config.merged(p.distill, epochs=s["budget"]["epochs"], patience=0,
+                          tau=fast.tau_by_rule(dist, float(p.plan["rules"]["tau_rule"]["ratio"])), **ov)
+        b = dataclasses.replace(p.base, seed=seed)
+        model = st.build_cell(st.load_teacher(b, tcfg, torch.device("cpu"), tck), d, free)  # as train_cell builds it
+        out[tag] = dict(kind="free" if free else "student", checkpoint=f"{fast.CKPTS}/{study}/{cell}/s{seed}/best.pt",
+                        metrics=files[seed], builder="odevit.ODEViT", model_kwargs=st.arch_kwargs(model), cell=cell,
+                        seed=seed, study=study, plan_hash=m.get("plan_hash"),
+                        selection=f"best validation Acc@1 of seeds {seeds} (ties: the first in the plan's order): "
+                                  + ", ".join(f"s{x} {100 * ms[x]['val_acc1']:.2f}" for x in seeds),
+                        seeds_compared=seeds, val_acc1=m["val_acc1"], epochs_run=m.get("epochs_run"),
+                        converged_plan=dict(converged=m.get("converged"), gain_floor_pts=m.get("gain_floor_pts"),
+                                            threshold_pts=m.get("threshold_pts")),
+                        data=_data_spec(b, seed))
+    return out, pending
 
 
 def _data_spec(b: Any, seed: Optional[int]) -> Dict[str, Any]:
@@ -181,8 +221,8 @@ def publish(params_file: str = "params.yaml", root: Optional[str] = None, eviden
         raise ValueError("publish: evidence and v2 are two folders; publish one at a time")
     folder = V2 if v2 else EVIDENCE if evidence else QUICK
     root = root or os.path.join(WEIGHTS_DIR, folder)
-    src = v2_sources(params_file=params_file) if v2 else evidence_sources(params_file, plan_file) if evidence else \
-        sources(params_file)
+    src, pending = v2_sources(params_file=params_file) if v2 else (
+        evidence_sources(params_file, plan_file) if evidence else sources(params_file), {})
     # every input read (and checked) before anything is written
     inputs = {}
     for tag, e in src.items():
@@ -209,6 +249,8 @@ def publish(params_file: str = "params.yaml", root: Optional[str] = None, eviden
                                 schedule=m.get("checkpoints"),  # a distilled student's c_1..c_L (06 on these weights)
                                 **{k: v for k, v in e.items() if k != "metrics"}, metrics_file=e["metrics"])
         manifest = {"format": "safetensors state_dict (weights only)", "weights": entries}
+        if pending:  # plan rows whose runs are not finished: named, not published
+            manifest["pending"] = pending
         pipeline.write_json(manifest, os.path.join(staging, MANIFEST))
         for tag, e in entries.items():
             got = evaluate_tag(tag, root=staging)
@@ -219,6 +261,8 @@ def publish(params_file: str = "params.yaml", root: Optional[str] = None, eviden
             e["metrics"] = {k: got[k] for k in ("acc1", "acc3", "acc5")}
             print(f"{tag}: {e['bytes'] / 2**20:.2f} MiB, sha256 {e['sha256'][:12]}..., Acc@1 {got['acc1']:.4f} "
                   f"(fp32, CPU; {e['metrics_file']}: {run:.4f})", flush=True)
+        for tag, why in pending.items():
+            print(f"{tag}: not published yet ({why})", flush=True)
         pipeline.write_json(manifest, os.path.join(staging, MANIFEST))  # with the Acc@1 that evaluate reproduces
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -235,7 +279,8 @@ def main(argv: Optional[list] = None) -> None:
     ap.add_argument("--params", default="params.yaml")
     group = ap.add_mutually_exclusive_group()
     group.add_argument("--evidence", action="store_true", help="the tags of plan.yaml's publish block")
-    group.add_argument("--v2", action="store_true", help=f"plan v2's teacher, to weights/{V2}")
+    group.add_argument("--v2", action="store_true", help=f"plan v2's teacher and students (plan_v2.yaml: publish), "
+                                                         f"to weights/{V2}")
     args = ap.parse_args(argv)
     try:
         publish(args.params, evidence=args.evidence, v2=args.v2)

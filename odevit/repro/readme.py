@@ -53,13 +53,19 @@ def _weights_rows(root: str = ".") -> List[Dict[str, Any]]:
     for folder in ("v2", "evidence", "quick"):
         path = os.path.join(root, "weights", folder, "manifest.json")
         for tag, e in (read_json(path)["weights"] if os.path.isfile(path) else {}).items():
-            half = read_json(os.path.join(root, e["metrics_file"])).get("acc1_half_n")
-            rows.append(dict(tag=tag, folder=folder, e=e, half="–" if half is None else f"{100 * half:.2f} %"))
+            m = read_json(os.path.join(root, e["metrics_file"]))
+            half = m.get("acc1_half_n")
+            on = f" (all {m.get('test_images', 0):,})" if folder == "v2" else ""  # plan v2: N/2 on every test image
+            rows.append(dict(tag=tag, folder=folder, e=e, half="–" if half is None else f"{100 * half:.2f} %{on}"))
     return rows
 
 
 def _weights_source(r: Dict[str, Any]) -> str:
     e = r["e"]
+    if e.get("study") and r["folder"] == "v2":
+        c = e["converged_plan"]
+        state = "converged" if c["converged"] else f"still learning at the LR floor: +{c['gain_floor_pts']:.2f} pt"
+        return f"plan v2 {e['study']} {e['cell']} s{e['seed']} (best validation of {len(e['seeds_compared'])} seeds; {state})"
     if e.get("study"):
         c = e["converged_plan"]
         state = ("converged" if c["converged"] else
@@ -79,12 +85,15 @@ def _half_label(root: str) -> str:
 
 
 def weights_table(root: str = ".") -> str:
+    v2 = os.path.join(root, "weights", "v2", "manifest.json")
+    pending = read_json(v2).get("pending", {}) if os.path.isfile(v2) else {}
     return to_markdown(pd.DataFrame([{
         "tag": f"`{r['tag']}`", "what": r["e"]["description"],
         "Acc@1 (test)": f"{100 * r['e']['metrics']['acc1']:.2f} %", _half_label(root): r["half"],
         "parameters": f"{r['e']['parameters']:,}", "file": f"{r['e']['bytes'] / 2**20:.2f} MiB",
         "run": _weights_source(r), "metrics": f"`{r['e']['metrics_file']}`"}
-        for r in _weights_rows(root)]))
+        for r in _weights_rows(root)])) + "".join(
+        f"\n\n`{tag}`: not published yet, its runs still train ({why})." for tag, why in pending.items())
 
 
 ASSUMED_GPU_TFLOP_S = 300.0  # an assumption (sustained bf16 on one H100), not a measurement
