@@ -86,6 +86,9 @@ def test_row_labels_before_the_test():
     plan = _mini()
     good = _runs([82.0, 83.0, 84.5], [80.0, 80.5, 81.0])
     assert verdicts2.judge(plan, good.iloc[1:], T).iloc[0].verdict == "not measured yet (2 of 3 seeds)"
+    one_cell = verdicts2.judge(plan, good[good.cell == "ref"], T).iloc[0]  # a cell finished, its partner not yet
+    assert one_cell.verdict == "not measured yet (0 of 3 seeds)" and one_cell.converged == "–"
+    assert verdicts2.judge(plan, good, T).iloc[0].converged == "6/6"
     assert verdicts2.judge(plan, _runs([82.0, 83.0, 84.5], [80.0, 80.5, 81.0], (True,) * 5 + (False,)),
                            T).iloc[0].verdict == "not converged (1 of 6 runs)"
     weak = dict(T, acc1=80.0)  # a teacher below the free ODE's mean (80.5): not a fair test of distillation

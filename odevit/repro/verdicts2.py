@@ -182,6 +182,7 @@ def judge(plan: Dict[str, Any], r: pd.DataFrame, t: Dict[str, Any], mapping: Opt
                 row["verdict_under_shift"] = "same" if moved == {d["verdict"]} else "changes"
             if len(x) < len(seeds) or len(used) < len(used_cells) * len(seeds):
                 row["verdict"] = f"not measured yet ({len(x)} of {len(seeds)} seeds)"
+                row.update(converged="–", still_learning="")  # counted once every run of the row is there
             elif len(devices) > 1 and sh is None:
                 row["verdict"] = f"not measured yet (machine shift between {' and '.join(sorted(devices))})"
             elif conv < len(used):
