@@ -23,7 +23,7 @@ TINY = {
     "distill": dict(num_steps=4, epochs=2, distance_batches=2),
     "study": dict(seeds=[0, 1, 2], train_limit=64, robustness_test_limit=32, robustness_steps=[1, 8],
                   cells={"ref": {}, "free": {"free": True}, "jasmin_off": {"jasmin_weight": 0.0}}),
-    "dynamics": dict(cells=["ref", "jasmin_off"], test_limit=32, bound_samples=2,
+    "dynamics": dict(weights="trained", cells=["ref", "jasmin_off"], test_limit=32, bound_samples=2,
                      bound_steps=[2, 4, 8], attention_images=2, pca_samples=8, power_iters=3),
 }
 
@@ -120,7 +120,8 @@ def repro(tmp_path_factory):
     work = tmp_path_factory.mktemp("pipeline")
     (work / "outputs").mkdir()  # in git as outputs/.gitkeep
     for name in ("dvc.yaml", "notebooks", "odevit", "presets", "plan_v2.yaml", "results/v2", "results/v2_cpu",
-                 "docs/templates"):  # plan v2's committed runs and reruns: what its notebooks' stages (08-12) read
+                 "docs/templates", "weights/v2"):  # plan v2's committed runs and reruns, which its notebooks' stages
+        # (08-12) read, and its published models (a dependency of 06_dynamics, which reads them with weights: published)
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
     (work / "params.yaml").write_text(yaml.safe_dump(tiny_params()))
