@@ -170,8 +170,8 @@ class Study:
 
 @dataclass
 class Dynamics:
-    weights: str = "trained"  # trained = this run's study cells (every seed) | published = weights/ (no training)
-    cells: List[str] = field(default_factory=lambda: ["ref", "jasmin_off"])  # study cells analysed (every seed)
+    weights: str = "published"  # published = weights/v2, plan v2's models (one seed per cell) | trained = this run's cells
+    cells: List[str] = field(default_factory=lambda: ["ref", "free"])  # cells analysed
     test_limit: int = 2000  # test images for the per-sample CLS exponent vs correctness
     bound_samples: int = 16  # images for Prop. 1 (dopri5 reference, Jacobian power iteration)
     bound_steps: List[int] = field(default_factory=lambda: [2, 4, 8, 16, 32, 64])  # N of the convergence-order fit
