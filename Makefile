@@ -47,14 +47,13 @@ data:
 # `make repro`: every notebook and verdict again from the committed runs (nothing committed is trained again: the
 # stages below only read results), then a slice of committed plan-v2 runs retrained here and set beside them
 # (odevit.repro.slice: the first SLICE_EPOCHS epochs of v2_1k's ref and free, seeds 2100 and 2101). 06_dynamics reads
-# the quick run's cell checkpoints (not in git: `dvc repro cell` first, or params.yaml dynamics.weights: published,
-# one seed from weights/), so its committed copy stays. The stages that
+# plan v2's published models (params.yaml dynamics.weights: published, weights/v2, in git). The stages that
 # train (02_teacher, the quick run's cells, the plans' studies) keep their committed outputs; the full retraining is
 # `make plan-v2` (on a GPU: docs/evidence/v2_gpu.sh) and `make evidence` (plan 1). The reading stages run by their
 # dvc.yaml commands (odevit.repro.reread: no DVC work between them); dvc.lock is left as committed (recording the new
 # outputs, `dvc commit` of those stages, took 5 min of a 20.8-min make repro on 2 cores, 2026-11-27, before 4 of its
 # notebooks were removed). results/repro_time.json: the wall.
-READ_STAGES := 01_data evidence 08_v2_teacher 09_v2_budget 10_v2_steps 11_v2_design 12_v2_verdicts html
+READ_STAGES := 01_data evidence 06_dynamics 08_v2_teacher 09_v2_budget 10_v2_steps 11_v2_design 12_v2_verdicts html
 SLICE_EPOCHS ?= 3
 repro: $(STAMP) data
 	t0=$$(date +%s) && $(BIN)/python -m odevit.repro.verdicts2 && \
