@@ -53,7 +53,7 @@ data:
 # dvc.yaml commands (odevit.repro.reread: no DVC work between them); dvc.lock is left as committed (recording the new
 # outputs, `dvc commit` of those stages, took 5 min of a 20.8-min make repro on 2 cores, 2026-11-27, before 4 of its
 # notebooks were removed). results/repro_time.json: the wall.
-READ_STAGES := 01_data evidence 06_dynamics 08_v2_teacher 09_v2_budget 10_v2_steps 11_v2_design 12_v2_verdicts html
+READ_STAGES := 01_data evidence 03_v2_teacher 04_v2_budget 05_v2_steps 06_dynamics 07_v2_design 08_v2_verdicts html
 SLICE_EPOCHS ?= 3
 repro: $(STAMP) data
 	t0=$$(date +%s) && $(BIN)/python -m odevit.repro.verdicts2 && \

@@ -42,7 +42,7 @@ def test_the_first_screen_is_the_answer():
     assert at == sorted(at) and at[0] < 2000
     assert text[:text.index("loss.backward()")].count("\n") < 60  # the snippets within the first 60 lines
     table = text[text.index("| claim (the paper's)"):text.index("<!-- /v2-claims -->")]
-    for nb in ("09_v2_budget", "10_v2_steps", "11_v2_design"):
+    for nb in ("04_v2_budget", "05_v2_steps", "07_v2_design"):
         assert f"](outputs/{nb}.ipynb)" in table and (ROOT / f"outputs/{nb}.ipynb").is_file()
     for page in ("usage", "results", "exploratory", "pipeline", "paper", "published_code", "performance",
                  "reproducibility", "plan", "plan1", "v2"):

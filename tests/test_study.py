@@ -330,6 +330,18 @@ def test_stage_times_sums_phases_and_notebook_durations(tmp_path):
     assert s["stages_s"] == 177.5
 
 
+def test_record_time_drops_stages_that_are_no_longer_notebooks(tmp_path):
+    """A renamed notebook's old entry (12_v2_verdicts became 08_v2_verdicts) would be summed twice into stages_s."""
+    import json
+
+    from odevit.repro import notebook
+
+    path = tmp_path / "times.json"
+    path.write_text(json.dumps({"12_v2_verdicts": 9.1, "01_data": 10.0}))
+    notebook.record_time("08_v2_verdicts", 8.0, str(path))
+    assert json.loads(path.read_text()) == {"01_data": 10.0, "08_v2_verdicts": 8.0}
+
+
 def test_run_time_shows_each_phase_before_and_now(tmp_path):
     """With a baseline record of another run, the run-time section gives every phase and the per-cell medians before
     and now, computed from the files (a baseline equal to the current run shows one column)."""

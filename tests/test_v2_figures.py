@@ -1,4 +1,4 @@
-"""Plan v2's notebooks (08-12, odevit/repro/v2_figures.py): every row a notebook states carries the verdict of
+"""Plan v2's notebooks (03–05, 07, 08; odevit/repro/v2_figures.py): every row a notebook states carries the verdict of
 results/v2/claims.csv, a stale verdict file stops them, a cell not measured yet says so and appears once its files
 exist, and they execute on the committed results.
 
@@ -25,10 +25,10 @@ ROOT = Path(__file__).resolve().parents[1]
 PLAN = str(ROOT / "plan_v2.yaml")
 CLAIMS = pd.read_csv(ROOT / "results/v2/claims.csv")
 # the rows each notebook must state (12: every row)
-ROWS = {"09_v2_budget": list(CLAIMS[CLAIMS.family == "v2_headline"].question),
-        "10_v2_steps": list(CLAIMS[CLAIMS.family == "v2_steps"].question),
-        "11_v2_design": ["centernorm_minus_layernorm", "jasmin_on_minus_off", "strong_minus_weak_teacher"],
-        "12_v2_verdicts": list(CLAIMS.question)}
+ROWS = {"04_v2_budget": list(CLAIMS[CLAIMS.family == "v2_headline"].question),
+        "05_v2_steps": list(CLAIMS[CLAIMS.family == "v2_steps"].question),
+        "07_v2_design": ["centernorm_minus_layernorm", "jasmin_on_minus_off", "strong_minus_weak_teacher"],
+        "08_v2_verdicts": list(CLAIMS.question)}
 
 
 def _stated(nb_path: Path) -> dict:
@@ -167,7 +167,7 @@ def test_rows_are_named_in_words_in_tables_and_figures():
     assert all(w != q for q, w in words.items())  # every row has words
     t = v2.verdict_table(CLAIMS)
     assert list(t[v2.WORDS_COLUMN]) == [words[q] for q in CLAIMS.question]
-    for name in ("11_v2_design", "12_v2_verdicts"):
+    for name in ("07_v2_design", "08_v2_verdicts"):
         text = json.dumps(nbformat.read(str(ROOT / f"outputs/{name}.ipynb"), as_version=4))
         for q in ROWS[name]:
             assert json.dumps(words[q])[1:-1] in text, (name, q)
@@ -239,7 +239,7 @@ def test_one_acc_formatter_for_the_coverage_and_step_tables():
 
 
 def test_floor_fit_is_the_rule_each_run_recorded():
-    """The dashed line notebook 08 draws is the fit whose gain each teacher run recorded (fast.floor_slope)."""
+    """The dashed line notebook 03 draws is the fit whose gain each teacher run recorded (fast.floor_slope)."""
     plan = yaml.safe_load(Path(PLAN).read_text())
     for seed, t in v2.teacher_runs(str(ROOT / "results/v2")).items():
         f = v2.floor_fit(100 * t["history"].val_acc1.to_numpy(), plan["rules"]["schedule"]["floor_frac"])
@@ -269,7 +269,7 @@ def test_each_v2_notebook_has_its_stage():
             st["deps"])
         for d in st["deps"]:
             assert (ROOT / d).exists(), f"{name}: {d} (a fresh clone must hash it)"
-    outs = {next(iter(o)) for o in stages["12_v2_verdicts"]["outs"]}
+    outs = {next(iter(o)) for o in stages["08_v2_verdicts"]["outs"]}
     assert {f"results/v2/verdicts_{f}.png" for f in v2.families(yaml.safe_load(Path(PLAN).read_text()))} <= outs
 
 
@@ -301,14 +301,14 @@ def test_v2_notebooks_execute_on_the_committed_results(repro):
                 assert (repro / path).stat().st_size > 10_000, path
 
 
-FINDS = {"09_v2_budget": ["ce_minus_free_1k", "ts_minus_free_10k", "retention_55k"],
-         "10_v2_steps": ["half_n_free", "unseen_free", "unseen_below_remedy"],
-         "11_v2_design": ["centernorm_minus_layernorm", "strong_minus_weak_teacher"]}
+FINDS = {"04_v2_budget": ["ce_minus_free_1k", "ts_minus_free_10k", "retention_55k"],
+         "05_v2_steps": ["half_n_free", "unseen_free", "unseen_below_remedy"],
+         "07_v2_design": ["centernorm_minus_layernorm", "strong_minus_weak_teacher"]}
 
 
 @pytest.mark.parametrize("name", sorted(FINDS))
 def test_findings_give_the_readmes_claims_with_numbers_and_verdicts_that_follow_the_file(name):
-    """The opening answer of notebooks 09-11: every README claim the notebook shows (words.yaml v2_claims, the
+    """The opening answer of notebooks 04, 05 and 07: every README claim the notebook shows (words.yaml v2_claims, the
     table's wording), each row with claims.csv's mean and verdict; a changed verdict or mean in the file changes the
     sentence, and a claim shown elsewhere is not stated."""
     words = yaml.safe_load((ROOT / "docs/templates/words.yaml").read_text())["v2_claims"]

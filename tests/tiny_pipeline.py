@@ -91,7 +91,7 @@ def _snapshot_teacher(work: Path) -> None:
 
 
 # The two halves run at once, one DVC process each (one core each on 2 cores): the quick half runs the quick run's 9
-# cells, 06_dynamics, publish, the plan-v2 notebooks (08-12: they read the committed results/v2 and need neither
+# cells, 06_dynamics, publish, the plan-v2 notebooks (03–05, 07, 08: they read the committed results/v2 and need neither
 # half's runs) and `html`, which exports every executed notebook (so all of them are made in that half); the plan
 # half the plan's 24 runs, its teacher, evidence and publish_evidence. repro.log ends with each half's wall time.
 
@@ -121,7 +121,7 @@ def repro(tmp_path_factory):
     (work / "outputs").mkdir()  # in git as outputs/.gitkeep
     for name in ("dvc.yaml", "notebooks", "odevit", "presets", "plan_v2.yaml", "results/v2", "results/v2_cpu",
                  "docs/templates", "weights/v2"):  # plan v2's committed runs and reruns, which its notebooks' stages
-        # (08-12) read, and its published models (a dependency of 06_dynamics, which reads them with weights: published)
+        # (03–05, 07, 08) read, and its published models (a dependency of 06_dynamics, which reads them with weights: published)
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
     (work / "params.yaml").write_text(yaml.safe_dump(tiny_params()))

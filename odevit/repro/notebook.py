@@ -1,7 +1,7 @@
 """Execute one numbered notebook as a pipeline stage: `python -m odevit.repro.notebook 06_dynamics` (what dvc.yaml runs).
 
 1. validate the params the stage reads (`config.check_stage`: one line, exit 2, before the kernel starts; the plan-v2
-   notebooks 08-12 read no params.yaml block, only plan_v2.yaml, which they check as they load it);
+   notebooks 03–05, 07 and 08 read no params.yaml block, only plan_v2.yaml, which they check as they load it);
 2. papermill-execute `notebooks/STAGE.ipynb` into `outputs/STAGE.ipynb` from the repository root, injecting only
    the params.yaml blocks that notebook's parameters cell declares;
 3. strip the run's timestamps and durations from `outputs/STAGE.ipynb` (`stabilise`): a rerun that changes no
@@ -26,9 +26,9 @@ import yaml
 from . import config
 from .files import write_text
 
-PLAN_V2 = ("08_v2_teacher", "09_v2_budget", "10_v2_steps", "11_v2_design", "12_v2_verdicts")  # read plan v2's
+PLAN_V2 = ("03_v2_teacher", "04_v2_budget", "05_v2_steps", "07_v2_design", "08_v2_verdicts")  # read plan v2's
 # committed runs and verdict file (odevit/repro/v2_figures.py), no params.yaml block: plan2.load_v2 checks their plan
-NOTEBOOKS = ("01_data", "02_teacher", "06_dynamics") + PLAN_V2
+NOTEBOOKS = tuple(sorted(("01_data", "02_teacher", "06_dynamics") + PLAN_V2))  # in reading order
 HTML = "results/html"  # the `html` stage's output: one page per executed notebook
 
 
@@ -101,13 +101,14 @@ TIMES = "results/notebook_times.json"  # stage -> wall s of its last run (kernel
 
 
 def record_time(stage: str, seconds: float, path: str = TIMES) -> None:
-    """The stage's wall time into `path` (the executed notebook no longer carries it: `stabilise`)."""
+    """The stage's wall time into `path` (the executed notebook no longer carries it: `stabilise`); entries of
+    stages that are no longer notebooks (renamed or removed) are dropped."""
     import json
 
     times = {}
     if os.path.isfile(path):
         with open(path) as f:
-            times = json.load(f)
+            times = {k: v for k, v in json.load(f).items() if k in NOTEBOOKS}
     times[stage] = round(seconds, 1)
     write_text(json.dumps(dict(sorted(times.items())), indent=2), path)
 

@@ -1,6 +1,6 @@
 """Re-execute the stages that only read committed files, by their own dvc.yaml commands, one after another:
 
-    python -m odevit.repro.reread 01_data evidence 08_v2_teacher ... html     # make repro's READ_STAGES
+    python -m odevit.repro.reread 01_data evidence 03_v2_teacher ... html     # make repro's READ_STAGES
 
 What `dvc repro --force --single-item STAGES` runs, without DVC's work around each stage: on the 2-core CPU one DVC
 process spends ~15 s of CPU parsing the pipeline (its ~300 study runs and their lock entries) before each stage and

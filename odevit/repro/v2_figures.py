@@ -1,4 +1,4 @@
-"""Plan v2's notebooks (08-12): their tables and figures, from the committed files only (results/v2, plan_v2.yaml).
+"""Plan v2's notebooks (03–05, 07, 08): their tables and figures, from the committed files only (results/v2, plan_v2.yaml).
 
 Every verdict shown is read from results/v2/claims.csv (`python -m odevit.repro.verdicts2`), never decided here;
 `load` first checks that file against the runs (the verdicts recomputed from results/v2 must equal its verdicts, or
@@ -567,7 +567,7 @@ def verdict_table(claims: pd.DataFrame) -> pd.DataFrame:
 
 
 def verdict_markdown(claims: pd.DataFrame) -> str:
-    """verdict_table as markdown (what notebook 12 displays), without the claims' sentences."""
+    """verdict_table as markdown (what notebook 08 displays), without the claims' sentences."""
     return markdown(verdict_table(claims).drop(columns=["claim"]))
 
 

@@ -162,7 +162,7 @@ def claim_groups(c: pd.DataFrame) -> List[Dict[str, Any]]:
 
 
 def findings(c: pd.DataFrame, shown: str) -> str:
-    """The README's claims whose rows notebook `shown` (e.g. "outputs/09_v2_budget.ipynb") shows, as sentences: the
+    """The README's claims whose rows notebook `shown` (e.g. "outputs/04_v2_budget.ipynb") shows, as sentences: the
     claim in the README's words, the paper's number, then each row's mean difference, interval and verdict from
     claims.csv (docs/templates/v2-findings.md.j2): what a reader who arrives from the README's table finds at the top
     of the notebook."""

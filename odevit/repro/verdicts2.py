@@ -1,5 +1,5 @@
 """Plan v2's verdicts, computed from its runs' files (`python -m odevit.repro.verdicts2`): results/v2/claims.csv,
-claims.md and power.csv; `figure` draws one family's forest figure, which notebook 12 (stage 12_v2_verdicts) saves as
+claims.md and power.csv; `figure` draws one family's forest figure, which notebook 08 (stage 08_v2_verdicts) saves as
 results/v2/verdicts_<family>.png.
 
 A row's verdict, in this order (plan_v2.yaml rules):
@@ -299,7 +299,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         fh.write(f"Teacher: seed {t['seed']}, test Acc@1 {t['acc1']:.2f} %, its seeds' SD {t['seed_sd']:.2f} pt.\n\n"
                  + md + "\n")
     os.replace(tmp, os.path.join(a.out, "claims.md"))
-    # the family figures (results/v2/verdicts_<family>.png) are notebook 12's: `dvc repro 12_v2_verdicts`
+    # the family figures (results/v2/verdicts_<family>.png) are notebook 08's: `dvc repro 08_v2_verdicts`
     with pd.option_context("display.width", 250, "display.max_columns", 20, "display.max_colwidth", 40):
         print(claims[cols].round(2).to_string(index=False))
     return 0
