@@ -381,3 +381,30 @@ def test_every_readme_figure_is_drawn_by_an_executed_notebook():
         assert (ROOT / img).is_file() and (ROOT / f"outputs/{drawn_by[img]}.ipynb").is_file()
         near = text[text.index(img):text.index(img) + 400]
         assert f"](outputs/{drawn_by[img]}.ipynb)" in near, f"{img}: its notebook is not linked beside it"
+
+
+def test_a_decided_finding_says_when_it_fails_across_families_or_overturns_plan_1(tmp_path):
+    """A supports/contradicts bullet of the findings carries its caveats from claims.csv: a verdict that would not
+    survive alpha / (families) says so, and one that differs from plan 1's decided verdict names plan 1's; with the
+    data flipped (holds across families, plan 1 agreeing) the bullet has neither."""
+    from odevit.repro import v2_pages
+
+    import pandas as pd
+
+    (tmp_path / "results/v2").mkdir(parents=True)
+    c = pd.read_csv(ROOT / "results/v2/claims.csv")
+    i = c.index[c.verdict == "contradicts"]  # every contradicting row: a bullet joins those of one heading
+    k = c.family.nunique()
+
+    def bullet():
+        c.to_csv(tmp_path / "results/v2/claims.csv", index=False)
+        text = " ".join(v2_pages.v2_claims(str(tmp_path)).split())
+        start = text.index("**Contradicts")
+        return text[start:text.index("- **", start + 3)]
+
+    c.loc[i, "holds_across_families"], c.loc[i, "plan1_verdict"] = False, "supports"
+    text = bullet()
+    assert f"not at α / {k} across the plan's {k} families" in text and "said *supports*" in text
+    c.loc[i, "holds_across_families"], c.loc[i, "plan1_verdict"] = True, "contradicts"
+    text = bullet()
+    assert "across the plan's" not in text and "plan 1" not in text

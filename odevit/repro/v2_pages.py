@@ -138,9 +138,12 @@ def _word(r: Dict[str, Any]) -> str:
 
 
 def _ours(r: Dict[str, Any]) -> str:
-    """A row in the claims table: where, its mean [interval] and its verdict."""
+    """A row in the claims table: where, its mean [interval] and its verdict; a row whose runs are still learning
+    gives its mean without the interval (no verdict is read from it; docs/v2.md and the notebooks give it)."""
     if pd.isna(r["mean"]):
         return f"{_short(r)} *{_word(r)}*"
+    if r["verdict"].startswith("not converged"):
+        return f"{_short(r)} {pt(r['mean'])} *{_word(r)}*"
     return f"{_short(r)} {pt(r['mean'])} [{pt(r['ci_low'])}, {pt(r['ci_high'])}] *{_word(r)}*"
 
 
@@ -206,7 +209,7 @@ def v2_claims(root: str = ".") -> str:
                 decided=[(label, [r for r in rows if r["verdict"] == v and group_of[r["question"]]["is_ours"] == ours])
                          for label, v, ours in DECIDED],
                 test_alone={v: sum(r["verdict_test"] == v for r in learning) for v in ("supports", "contradicts", "inconclusive")},
-                learning=learning, blocking=_blocking(learning), waiting=[r for r in rows if r["verdict"].startswith("not measured")], **_levels_and_margins(c),
+                n_families=c.family.nunique(), learning=learning, blocking=_blocking(learning), waiting=[r for r in rows if r["verdict"].startswith("not measured")], **_levels_and_margins(c),
                 undecided=[r for r in rows if _word(r) in ("inconclusive", "unfair")])
 
 
