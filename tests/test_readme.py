@@ -304,7 +304,7 @@ def test_no_verdict_line_names_the_cells_whose_runs_hold_rows_back(tmp_path):
     assert f"runs still learning: 2k free ODE 3 of 6, {len(nc)} rows;" in line()
     c.loc[nc.index, "verdict"] = "inconclusive"
     text = line()
-    assert "0 not converged." in text and "runs still learning" not in text and "tests alone" not in text
+    assert "0 not converged." in text and "runs still learning" not in text and "if read anyway" not in text
 
 
 def test_a_study_still_training_names_its_resume_files_only_while_git_holds_them(tmp_path):
