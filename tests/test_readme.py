@@ -241,20 +241,26 @@ def test_the_key_names_the_machine_shift_case_only_while_a_row_is_in_it(tmp_path
     assert "(*machine shift*)" not in v2_pages.v2_key(str(tmp_path))
 
 
+def _claims_text(tmp_path, c) -> str:
+    """The README's claims section (v2_pages.v2_claims) rendered from claims.csv `c`, written under tmp_path, with
+    its whitespace collapsed (the template wraps lines)."""
+    from odevit.repro import v2_pages
+
+    c.to_csv(tmp_path / "results/v2/claims.csv", index=False)
+    return " ".join(v2_pages.v2_claims(str(tmp_path)).split())
+
+
 def test_the_short_key_under_the_table_gives_the_margins_and_levels_of_claims_csv(tmp_path):
     """The short key under the README's claims table (section v2-claims) states the margins and interval levels a
     verdict reads against, from results/v2/claims.csv: a changed margin or alpha changes it, and a test kind with no
     row leaves its clause out (the full key below the snippets says the same at length)."""
-    from odevit.repro import v2_pages
-
     import pandas as pd
 
     (tmp_path / "results/v2").mkdir(parents=True)
     c = pd.read_csv(ROOT / "results/v2/claims.csv")
 
     def short():
-        c.to_csv(tmp_path / "results/v2/claims.csv", index=False)
-        text = " ".join(v2_pages.v2_claims(str(tmp_path)).split())
+        text = _claims_text(tmp_path, c)
         return text[text.index("*supports* / *contradicts*"):]
 
     eq, ni = c.margin[c.test == "equivalence"].iloc[0], c.margin[c.test == "non_inferiority"].iloc[0]
@@ -277,7 +283,7 @@ def test_no_verdict_line_names_the_cells_whose_runs_hold_rows_back(tmp_path):
     """The findings' "No verdict" line says which cells' runs still learning hold the not-converged rows back, and
     how many rows each (claims.csv `still_learning`, counted here apart from the page's code); with no row left
     learning it says only the counts."""
-    from odevit.repro import v2_pages, wording
+    from odevit.repro import wording
 
     import pandas as pd
 
@@ -285,8 +291,7 @@ def test_no_verdict_line_names_the_cells_whose_runs_hold_rows_back(tmp_path):
     c = pd.read_csv(ROOT / "results/v2/claims.csv")
 
     def line():
-        c.to_csv(tmp_path / "results/v2/claims.csv", index=False)
-        text = " ".join(v2_pages.v2_claims(str(tmp_path)).split())
+        text = _claims_text(tmp_path, c)
         return text[text.index("**No verdict**"):text.index("| claim")]
 
     nc = c[c.verdict.str.startswith("not converged")]
@@ -387,8 +392,6 @@ def test_a_decided_finding_says_when_it_fails_across_families_or_overturns_plan_
     """A supports/contradicts bullet of the findings carries its caveats from claims.csv: a verdict that would not
     survive alpha / (families) says so, and one that differs from plan 1's decided verdict names plan 1's; with the
     data flipped (holds across families, plan 1 agreeing) the bullet has neither."""
-    from odevit.repro import v2_pages
-
     import pandas as pd
 
     (tmp_path / "results/v2").mkdir(parents=True)
@@ -397,8 +400,7 @@ def test_a_decided_finding_says_when_it_fails_across_families_or_overturns_plan_
     k = c.family.nunique()
 
     def bullet():
-        c.to_csv(tmp_path / "results/v2/claims.csv", index=False)
-        text = " ".join(v2_pages.v2_claims(str(tmp_path)).split())
+        text = _claims_text(tmp_path, c)
         start = text.index("**Contradicts")
         return text[start:text.index("- **", start + 3)]
 

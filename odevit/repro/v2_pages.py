@@ -200,7 +200,7 @@ def v2_claims(root: str = ".") -> str:
     group_of = {r["question"]: g for g in groups for r in g["rows"]}
     rows = [r.to_dict() for _, r in c.iterrows()]
     learning = [r for r in rows if r["verdict"].startswith("not converged")]
-    return fill("v2-claims", c=c, groups=groups, ours=_ours, short=_short,
+    return fill("v2-claims", c=c, groups=groups, ours=_ours, short=_short, against=_v2_against,
                 claim_of={q: g["claim"] for q, g in group_of.items()},
                 shown={q: g["shown"] for q, g in group_of.items()},
                 others={q: [f"{_short(o)} *{_word(o)}*" for o in g["rows"] if o["question"] != q]
