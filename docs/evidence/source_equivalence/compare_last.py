@@ -8,6 +8,8 @@ import sys
 
 import torch
 
+from odevit.repro.train import load_checkpoint  # weights_only=True, one clear error for a bad file
+
 SKIP = ("epoch_time_s", "eval_time_s", "img_per_s", "/key/source", "/key/commit")
 
 
@@ -23,7 +25,7 @@ def flat(x, p=""):
 
 
 def main(old: str, new: str) -> int:
-    a, b = (dict(flat(torch.load(f, map_location="cpu", weights_only=False))) for f in (old, new))
+    a, b = (dict(flat(load_checkpoint(f))) for f in (old, new))
     same = lambda u, v: torch.equal(u, v) if torch.is_tensor(u) and torch.is_tensor(v) else u == v  # noqa: E731
     diff = sorted(k for k in set(a) | set(b) if not k.endswith(SKIP) and (k not in a or k not in b or not same(a[k], b[k])))
     print(f"{old} vs {new}: {sum(torch.is_tensor(v) for v in a.values())} tensors, {len(a)} values; "
