@@ -177,7 +177,7 @@ def test_study_refuses_seeds_that_cannot_share_a_process(tmp_path, monkeypatch):
     with pytest.raises(config.ConfigError, match="train_steps"):
         study.run_many("drawn", [0, 1])
     cfg = config.check_stage("cell")
-    assert "synthetic" in study.together_refusal(cfg["distill"], cfg["base"], False)
-    assert study.together_refusal(cfg["distill"], cfg["base"], True) is None  # free cells: own images, no cache
+    assert "synthetic" in config.together_refusal(cfg["distill"], cfg["base"], False)
+    assert config.together_refusal(cfg["distill"], cfg["base"], True) is None  # free cells: own images, no cache
     with pytest.raises(config.ConfigError, match="synthetic"):  # the synthetic dataset draws its images per seed
         study.run_many("ref", [0, 1])

@@ -81,6 +81,23 @@ def test_default_params_are_valid():
         config.check_stage(stage, str(ROOT / "params.yaml"))
 
 
+def test_stage_blocks_agree_with_dvc_yaml():
+    """config.STAGE_BLOCKS is checked against dvc.yaml, not typed twice and left to drift: a dvc.yaml stage with an
+    entry there checks exactly the params.yaml blocks its `params` list names (01_data, the first stage, checks every
+    block), and every other entry is an entry point that is no dvc.yaml stage (04_distill: odevit.repro.run's)."""
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    for stage, blocks in config.STAGE_BLOCKS.items():
+        if stage not in stages:
+            assert stage == "04_distill", f"config.STAGE_BLOCKS names '{stage}', which is no dvc.yaml stage"
+            continue
+        named = {p.split(".")[0] for p in stages[stage].get("params", []) if isinstance(p, str)}
+        if stage == "01_data":
+            assert named <= set(blocks) == set(yaml.safe_load((ROOT / "params.yaml").read_text()))
+        else:
+            assert named == set(blocks), stage
+    assert config.STAGE_BLOCKS["02_teacher"] == ["base", "teacher", "distill"]  # it reads distill.distance_batches
+
+
 def test_code_defaults_equal_params_yaml():
     """A block parsed from nothing is the block params.yaml writes out, key by key (one source of truth: a user who
     deletes a key gets the documented value), and params.yaml names every key of every block."""

@@ -43,8 +43,8 @@ def test_a_study_teacher_cell_waits_for_its_teacher_then_distils_from_it(work):
     assert runner.teachers(P.load(), [STUDY]) == []  # finished: the runner goes straight to the cells
     # a schedule of its own: distances written by the teacher's stage, not 02_teacher's (absent here)
     (work / f"results/studies/{STUDY}/teacher/distances.csv").write_text("layer,distance\n1,1.0\n2,30.0\n")
-    d, _ = config.cell_config(config.check_stage("cell")["distill"], study.plan_configs(
-        config.check_stage("cell"), STUDY)[0]["study"], "ref_strong")
+    d, _ = config.cell_config(config.check_stage("cell")["distill"], config.study_configs(
+        config.check_stage("cell"), P.load(), STUDY)["study"], "ref_strong")
     want = pipeline.schedule([1.0, 30.0], d)
     assert want != pipeline.schedule([30.0, 1.0], d)  # the file decides the schedule
     m = study.run("ref_strong", 0, study_name=STUDY)

@@ -72,3 +72,12 @@ def test_a_cells_num_steps_below_the_teacher_depth_is_refused_where_the_config_i
     p["study"]["cells"]["short"] = {"num_steps": 2}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(p))
     config.check_stage("cell", str(tmp_path / "params.yaml"))  # N = depth: allowed
+
+
+def test_a_student_fit_with_train_steps_needs_the_teachers_distances():
+    """fit_student_many makes each N's schedule itself, from the teacher's layer distances: a fit given train_steps
+    but no distances stops before any training (it would otherwise train every batch at num_steps)."""
+    teacher, student, d = _setup()
+    with pytest.raises(ValueError, match=r"distill.train_steps = \[2, 4, 8\] needs the teacher's layer distances"):
+        pipeline.fit_student_many([student], teacher, [2, 4], [config.Base()], config.Teacher(), d, [None], [{}],
+                                  ["/nonexistent"])

@@ -297,16 +297,15 @@ def merged(base: Any, **overrides: Any) -> Any:
 
 
 STUDY = ["base", "teacher", "distill", "study"]
+# The params.yaml blocks each entry point reads. A dvc.yaml stage's entry lists the blocks of its `params` there
+# (tests/test_reliability.py checks they agree); the first stage checks every block.
 STAGE_BLOCKS = {
-    "01_data": ["base", "teacher", "distill", "study", "dynamics"],  # the first stage checks every block
-    "02_teacher": ["base", "teacher"],
-    "cell": STUDY,  # python -m odevit.repro.study CELL SEED
-    "03_ode_scratch": STUDY,
-    "04_distill": STUDY,
-    "05_ablations": STUDY,
-    "06_dynamics": STUDY + ["dynamics"],
-    "07_report": STUDY,
-    "publish": STUDY,  # python -m odevit.repro.publish
+    "01_data": ["base", "teacher", "distill", "study", "dynamics"],  # notebooks 01_data: checks every block
+    "02_teacher": ["base", "teacher", "distill"],  # notebooks 02_teacher (distill.distance_batches, distance_tokens)
+    "06_dynamics": STUDY + ["dynamics"],  # notebooks 06_dynamics
+    "cell": STUDY,  # python -m odevit.repro.study CELL SEED (dvc.yaml stage `cell`), odevit.repro.fast
+    "publish": STUDY,  # python -m odevit.repro.publish (dvc.yaml stage `publish`)
+    "04_distill": STUDY,  # python -m odevit.repro.run 04_distill: the distill block's student (checkpoints/04_distill)
 }
 
 
@@ -424,6 +423,32 @@ def cell_config(distill: Distill, study: Study, name: str) -> Tuple[Distill, boo
         return merged(distill, **ov), free
     except ConfigError as e:
         raise ConfigError(f"{e} (in study.cells.{name})") from None
+
+
+def study_configs(cfg: Dict[str, Any], plan: Dict[str, Any], study: str, plan_file: str = "plan.yaml") -> Dict[str, Any]:
+    """params.yaml's configs (`check_stage`'s) with a plan study's cells, seeds and budget applied (train_limit, epochs,
+    the whole schedule: patience 0; its base keys, e.g. precision). `plan`: the loaded plan.yaml (`plan.load`)."""
+    if study not in plan["studies"]:
+        raise ConfigError(f"{plan_file}: study '{study}' is not one of {list(plan['studies'])}")
+    s = plan["studies"][study]
+    out = dict(cfg)
+    out["study"] = dataclasses.replace(cfg["study"], cells={k: dict(v or {}) for k, v in s["cells"].items()},
+                                       seeds=list(s["seeds"]), train_limit=s["budget"]["train_limit"],
+                                       reference=next(iter(s["cells"])))
+    out["distill"] = merged(cfg["distill"], epochs=s["budget"]["epochs"], patience=0)
+    out["base"] = dataclasses.replace(cfg["base"], **(s.get("base") or {}))
+    return out
+
+
+def together_refusal(d: Distill, base: Base, free: bool) -> Optional[str]:
+    """Why a cell's seeds cannot be trained together in one process (`study.run_many`), or None: they must run the whole
+    schedule, draw no random numbers while training, and (distilled) share the teacher's cached states."""
+    if d.patience or d.dropout or d.train_steps:
+        return (f"distill.patience {d.patience}, dropout {d.dropout}, train_steps {d.train_steps}: they need the "
+                "whole schedule (patience 0) and no random draws while training (dropout 0, no train_steps)")
+    if base.dataset == "synthetic" and not free:
+        return "the synthetic dataset draws its images per seed, and distilled seeds share the teacher's cached states"
+    return None
 
 
 def uses_study_teacher(overrides: Optional[Dict[str, Any]]) -> bool:

@@ -261,12 +261,12 @@ def fit_free_many(models: List[ODEViT], bases: List[Base], cfg: Distill, train_l
 def fit_student(student: ODEViT, teacher: nn.Module, checkpoints: Sequence[int], base: Base, tcfg: Teacher,
                 cfg: Distill, train_loader: data.Loader, evals: Dict[str, data.Loader],
                 out_dir: str = DISTILL_CKPT, times: Optional[Dict[str, float]] = None,
-                schedules: Optional[Dict[int, List[int]]] = None) -> List[Dict[str, float]]:
+                distances: Sequence[float] = ()) -> List[Dict[str, float]]:
     """A student's training (a study cell, or `odevit.repro.run 04_distill`): the distillation objective (teacher CLS
     states cached where valid; its time added to times['teacher_cache']), the published CE curriculum
     (`unfreeze_head_at`), checkpoints in `out_dir`."""
     return fit_student_many([student], teacher, checkpoints, [base], tcfg, cfg, [train_loader], [evals], [out_dir],
-                            [times], schedules)[0]
+                            [times], distances)[0]
 
 
 def same_images(a: data.Loader, b: data.Loader) -> bool:
@@ -282,11 +282,13 @@ def fit_student_many(students: List[ODEViT], teacher: nn.Module, checkpoints: Se
                      tcfg: Teacher, cfg: Distill, train_loaders: List[data.Loader],
                      evals: List[Dict[str, data.Loader]], out_dirs: List[str],
                      times: Optional[List[Optional[Dict[str, float]]]] = None,
-                     schedules: Optional[Dict[int, List[int]]] = None,
+                     distances: Sequence[float] = (),
                      rngs: Optional[List[Dict[str, Any]]] = None, teacher_id: str = "") -> List[List[Dict[str, float]]]:
     """`fit_student` of one cell's seeds (base k = seed k), trained together when more than one (`train.fit_many`).
     The teacher's cached states serve every seed: they are indexed by sample, and every seed trains on the same
-    images (checked), in its own order. `teacher_id` (a study teacher's weights hash) joins the run ids."""
+    images (checked), in its own order. `distances`: the teacher's layer distances, from which the checkpoint
+    schedule of every N in distill.train_steps is made here (`step_schedules`; needed only when train_steps is set).
+    `teacher_id` (a study teacher's weights hash) joins the run ids."""
 
     def curriculum(epoch: int, model: nn.Module) -> None:
         if cfg.unfreeze_head_at >= 0 and epoch == cfg.unfreeze_head_at:
@@ -295,10 +297,14 @@ def fit_student_many(students: List[ODEViT], teacher: nn.Module, checkpoints: Se
     if not all(same_images(train_loaders[0], l) for l in train_loaders[1:]):
         raise ValueError("fit_student_many: the seeds' loaders hold different images (e.g. the synthetic dataset, "
                          "drawn per seed): train them one at a time")
+    if cfg.train_steps and not distances:
+        raise ValueError(f"fit_student_many: distill.train_steps = {cfg.train_steps} needs the teacher's layer "
+                         "distances (`distances`) to make each N's checkpoint schedule")
     device = train.resolve_device(bases[0].device)
     times = times or [None] * len(students)
     obj = objectives.distill(teacher, checkpoints, cfg, cache=teacher_cache(teacher, train_loaders[0], cfg, device,
-                                                                          times[0]), step_schedules=schedules)
+                                                                          times[0]),
+                             step_schedules=step_schedules(distances, cfg))
     for t in times[1:]:  # shared work: every seed's timing shows it
         if t is not None and times[0] is not None and "teacher_cache" in times[0]:
             t["teacher_cache"] = times[0]["teacher_cache"]

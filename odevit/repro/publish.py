@@ -106,7 +106,7 @@ def evidence_sources(params_file: str = "params.yaml", plan_file: str = plan_mod
         if study not in plan["studies"] or cell not in (plan["studies"][study].get("cells") or {}):
             raise config.ConfigError(f"{plan_file}: publish[{i}] ({tag}): study '{study}' / cell '{cell}' is not a "
                                      "study and one of its cells")
-        c, _ = st.plan_configs(cfg, study, plan_file)
+        c = config.study_configs(cfg, plan, study, plan_file)
         b, t, s = c["base"], c["teacher"], c["study"]
         vals = {}
         for seed in plan["studies"][study]["seeds"]:

@@ -36,9 +36,9 @@ def run(stage: str, params_file: str = "params.yaml") -> None:
         t, d = cfg["teacher"], cfg["distill"]
         tr, va, te = pipeline.data_loaders(b, augment=d.augment)
         teacher = train.load_weights(pipeline.build_teacher(b, t), f"{pipeline.TEACHER_CKPT}/best.pt").to(device).eval()
-        c = pipeline.schedule(pipeline.teacher_distances(teacher, tr, d.distance_batches, d.distance_tokens, device), d)
-        pipeline.fit_student(pipeline.build_student(teacher, d), teacher, c, b, t, d, tr,
-                             pipeline.eval_loaders(b, va, te))
+        dist = pipeline.teacher_distances(teacher, tr, d.distance_batches, d.distance_tokens, device)
+        pipeline.fit_student(pipeline.build_student(teacher, d), teacher, pipeline.schedule(dist, d), b, t, d, tr,
+                             pipeline.eval_loaders(b, va, te), distances=dist)
     distributed.shutdown()
 
 

@@ -63,7 +63,7 @@ from .config import ConfigError
 from .machine import cpu_model
 from .plan2 import images as study_images
 from .results import kept_path, lock_holds
-from .study import cell_dir, cell_refusal, plan_configs
+from .study import cell_dir
 from .verdicts import devices
 
 
@@ -96,7 +96,7 @@ def groups(todo: List[Tuple[str, str, int]], together: int,
            refusal: Callable[[str, str], Optional[str]] = lambda s, c: None) -> List[Tuple[str, str, Tuple[int, ...]]]:
     """(study, cell, seeds) per process: up to `together` seeds of one cell that resume from the same epoch
     (`study.run_many` trains them as one batched model: a GPU's fast path), in `todo`'s order; 1 = a run each. A
-    cell whose seeds cannot share a process (`refusal(study, cell)` gives why, e.g. `study.cell_refusal`) runs
+    cell whose seeds cannot share a process (`refusal(study, cell)` gives why, e.g. `cell_refusal`) runs
     one seed per process."""
     out: List[Tuple[str, str, Tuple[int, ...]]] = []
     open_groups: dict = {}
@@ -110,6 +110,13 @@ def groups(todo: List[Tuple[str, str, int]], together: int,
         else:
             out[g] = (s, c, out[g][2] + (seed,))
     return out
+
+
+def cell_refusal(cell: str, study: str, plan: dict, params_file: str = "params.yaml") -> Optional[str]:
+    """`config.together_refusal` of a plan study's cell: why its seeds cannot share a process (None: they can)."""
+    cfg = config.study_configs(config.check_stage("cell", params_file), plan, study)
+    d, free = config.cell_config(cfg["distill"], cfg["study"], cell)
+    return config.together_refusal(d, cfg["base"], free)
 
 
 def teachers(plan: dict, studies: List[str]) -> List[Tuple[str, str, Tuple[int, ...]]]:
@@ -141,7 +148,7 @@ def preflight(plan: dict, studies: List[str], params_file: str = "params.yaml", 
     frac = float(plan["rules"]["convergence"]["window_frac"])
     for s in studies:
         st = plan["studies"][s]
-        batch = plan_configs(cfg, s, plan=plan)[0]["base"].batch_size
+        batch = config.study_configs(cfg, plan, s)["base"].batch_size
         limit, epochs = st["budget"]["train_limit"], st["budget"]["epochs"]
         if 0 < limit < batch:
             raise ConfigError(f"{plan_mod.PLAN_FILE}: studies.{s}.budget.train_limit = {limit} images, less than one "
@@ -554,7 +561,7 @@ def main(argv: List[str] | None = None) -> int:
             raise ConfigError(missing)
         taught = {(s, c) for s, c, _ in todo if config.uses_study_teacher(plan["studies"][s]["cells"][c])}
         first = [t for t in teachers(plan, args.studies) if any(s == t[0] for s, _ in taught)]
-        procs = groups(todo, max(1, args.together), lambda s, c: cell_refusal(c, s))
+        procs = groups(todo, max(1, args.together), lambda s, c: cell_refusal(c, s, plan))
     except (plan_mod.PlanError, ConfigError, train.CheckpointError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -42,23 +42,6 @@ def cell_dir(kind: str, name: str, seed: int, study: Optional[str] = None) -> st
     return f"{kind}/cells/{name}/s{seed}" if study is None else f"{kind}/studies/{study}/{name}/s{seed}"
 
 
-def plan_configs(cfg: Dict[str, Any], study: str, plan_file: str = plan_mod.PLAN_FILE,
-                 plan: Optional[Dict[str, Any]] = None) -> Tuple[Dict[str, Any], str]:
-    """params.yaml's configs with a plan study's cells, seeds and budget applied (train_limit, epochs, the whole
-    schedule: patience 0; its precision), and the study's plan hash (`plan`: the loaded plan, else `plan_file`'s)."""
-    plan = plan if plan is not None else plan_mod.load(plan_file)
-    if study not in plan["studies"]:
-        raise ConfigError(f"{plan_file}: study '{study}' is not one of {list(plan['studies'])}")
-    s = plan["studies"][study]
-    out = dict(cfg)
-    out["study"] = dataclasses.replace(cfg["study"], cells={k: dict(v or {}) for k, v in s["cells"].items()},
-                                       seeds=list(s["seeds"]), train_limit=s["budget"]["train_limit"],
-                                       reference=next(iter(s["cells"])))
-    out["distill"] = config.merged(cfg["distill"], epochs=s["budget"]["epochs"], patience=0)
-    out["base"] = dataclasses.replace(cfg["base"], **(s.get("base") or {}))
-    return out, plan_mod.study_hash(plan, study)
-
-
 def build_free(teacher: nn.Module, cfg: Distill) -> ODEViT:
     """The student's exact architecture (width, heads, mlp_ratio, N, T = L, patch, registers, head norm, norm,
     solver, init, dropout), every part freshly initialised and trainable: nothing taken from the teacher."""
@@ -100,7 +83,7 @@ def run(name: str, seed: int, params_file: str = "params.yaml", study_name: Opti
         plan_file: str = plan_mod.PLAN_FILE) -> Dict[str, Any]:
     """Train one (cell, seed) and write its checkpoints and results; resumes an interrupted run. best.pt and early
     stopping follow `base.select_on` (the validation split by default); the test set is scored once, at best.pt.
-    timing.json: seconds per phase (`pipeline.timing`). `study_name`: a plan study's run (`plan_configs`); its
+    timing.json: seconds per phase (`pipeline.timing`). `study_name`: a plan study's run (`config.study_configs`); its
     metrics.json records the study's plan hash. Every run's metrics.json records its provenance (`provenance`)."""
     return run_many(name, [seed], params_file, study_name, plan_file)[0]
 
@@ -197,14 +180,14 @@ def _configs(name: str, seeds: List[int], params_file: str, study_name: Optional
     plan, plan_hash = None, None
     if study_name is not None:
         plan = plan_mod.load(plan_file)  # read once: the study's configs and its teacher's come from this copy
-        cfg, plan_hash = plan_configs(raw, study_name, plan_file, plan)
+        cfg, plan_hash = config.study_configs(raw, plan, study_name, plan_file), plan_mod.study_hash(plan, study_name)
         for seed in seeds:
             if int(seed) not in cfg["study"].seeds:
                 raise ConfigError(f"{plan_file}: seed {seed} is not one of study {study_name}'s seeds "
                                   f"{cfg['study'].seeds}")
     study: Study = cfg["study"]
     d, free = cell_config(cfg["distill"], study, name)
-    why = together_refusal(d, cfg["base"], free)
+    why = config.together_refusal(d, cfg["base"], free)
     if len(seeds) > 1 and why:
         raise ConfigError(f"cell {name}: its seeds cannot be trained together ({why}): train one seed at a time")
     tcfg, tckpt, tdist, own, tid = cfg["teacher"], pipeline.TEACHER_CKPT, "results/02_teacher/distances.csv", None, ""
@@ -271,7 +254,7 @@ def _fit(cell: CellRun, built: Built, clock: _Clock) -> List[List[Dict[str, floa
     else:
         hists = pipeline.fit_student_many(built.models, built.teacher, cell.checkpoints, built.bases, cell.teacher,
                                           cell.distill, trs, evals, cell.ckpts, times=clock.phases,
-                                          schedules=pipeline.step_schedules(cell.distances, cell.distill),
+                                          distances=cell.distances,
                                           rngs=built.rngs, teacher_id=cell.teacher_id)
     clock.lap("write")
     clock.share_fit(hists)
@@ -312,25 +295,6 @@ def _record(cell: CellRun, built: Built, hists: List[List[Dict[str, float]]], me
         pipeline.write_json(m, f"{cell.outs[k]}/metrics.json")
         clock.lap("write", k)
         pipeline.write_json(pipeline.timing(ph, hist, clock.start, share=K), f"{cell.outs[k]}/timing.json")
-
-
-def together_refusal(d: Distill, base: Base, free: bool) -> Optional[str]:
-    """Why a cell's seeds cannot be trained together in one process (`run_many`), or None: they must run the whole
-    schedule, draw no random numbers while training, and (distilled) share the teacher's cached states."""
-    if d.patience or d.dropout or d.train_steps:
-        return (f"distill.patience {d.patience}, dropout {d.dropout}, train_steps {d.train_steps}: they need the "
-                "whole schedule (patience 0) and no random draws while training (dropout 0, no train_steps)")
-    if base.dataset == "synthetic" and not free:
-        return "the synthetic dataset draws its images per seed, and distilled seeds share the teacher's cached states"
-    return None
-
-
-def cell_refusal(name: str, study_name: str, params_file: str = "params.yaml",
-                 plan_file: str = plan_mod.PLAN_FILE) -> Optional[str]:
-    """`together_refusal` of a plan study's cell (the runner groups only cells that can share a process)."""
-    cfg, _ = plan_configs(config.check_stage("cell", params_file), study_name, plan_file)
-    d, free = cell_config(cfg["distill"], cfg["study"], name)
-    return together_refusal(d, cfg["base"], free)
 
 
 def evaluate_cell(model: ODEViT, test: data.Loader, study: Study, device: torch.device,
