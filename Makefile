@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install lock test repro quick plan-v2 evidence evidence-gpu data clean-venv
+.PHONY: install lock test repro quick plan-v2 evidence evidence-gpu study data clean-venv
 
 # The lock (docs/reproducibility.md): uv's `pip compile --generate-hashes` over pyproject.toml's dependencies and
 # its extras, a plain requirements file that pip installs itself with --require-hashes (no extra tool at install
@@ -94,6 +94,19 @@ evidence: $(STAMP) data
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m odevit.repro.runner all --commit
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro -s evidence publish_evidence
 	$(BIN)/python -m odevit.repro.readme  # the README's result sections, from the evidence just computed
+
+# a new study, after its block in plan.yaml (docs/plan.md, "Adding a study"): `make study NAME=my_ablation` generates
+# its dvc.yaml stages, trains its pending runs (stopped, it resumes each from its last.pt), records them in dvc.lock
+# and writes the verdicts and the README's result sections, as `make evidence` does for every study.
+study: $(STAMP) data
+	@test -n "$(NAME)" || { echo "make study NAME=STUDY: the name of a study in plan.yaml" >&2; exit 2; }
+	$(BIN)/python -m odevit.repro.stages
+	test -f checkpoints/02_teacher/best.pt || PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc checkout 02_teacher 2>/dev/null || \
+	  $(BIN)/python -m odevit.repro.restore
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m odevit.repro.runner $(NAME) $(EVIDENCE_RUN)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m odevit.repro.runner $(NAME) --commit
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro -s evidence
+	$(BIN)/python -m odevit.repro.readme
 
 # the same on one CUDA GPU, the fast way (README "Two commands"): up to TOGETHER seeds of a cell trained as one batched
 # model per process (runner --together) and JOBS processes sharing the GPU under MPS. A failed run stops it before

@@ -109,3 +109,22 @@ def test_the_docs_study_template_passes_the_plan_check_and_the_runners_preflight
     runner.preflight(plan, [name], params_file=str(root / "params.yaml"), dvc_file=str(dvc))
     row = P.power_table(plan).set_index("id").loc[study[name]["questions"][0]["id"]]
     assert row.power_pilot >= P.POWER_MIN  # the template's seeds reach its stated power at the pilot's effect
+
+
+def test_make_study_is_the_one_command_after_the_plan_block():
+    """docs/plan.md, 'Adding a study': after the plan block, `make study NAME=…` runs steps 3–5 in order (its dry run
+    lists them: stages generated, runs trained, recorded in dvc.lock, verdicts, README); without NAME it stops with
+    one line before anything runs."""
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    r = subprocess.run(["make", "-n", "study", "NAME=my_ablation", "STAMP="], cwd=root, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    steps = ["-m odevit.repro.stages", "-m odevit.repro.runner my_ablation --jobs", "-m odevit.repro.runner my_ablation "
+             "--commit", "dvc repro -s evidence", "-m odevit.repro.readme"]
+    at = [next(i for i, line in enumerate(lines) if s in line) for s in steps]
+    assert at == sorted(at), lines
+    r = subprocess.run(["make", "study", "STAMP="], cwd=root, capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.strip().splitlines()[0] == "make study NAME=STUDY: the name of a study in plan.yaml"
