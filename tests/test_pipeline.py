@@ -259,8 +259,9 @@ def test_dvc_commands_work_on_a_fresh_clone(tmp_path):
     clones = [tmp_path / f"c{i}" for i in range(2)]
     for c in clones:
         subprocess.run(["git", "clone", "-q", str(ROOT), str(c)], check=True)
-    # docs/plan.md's example study, added as its "Adding a study" says: one block in plan.yaml, one command
-    # (python -m odevit.repro.stages); then DVC plans its runs (`dvc repro --dry my_ablation`, among the commands)
+    # docs/plan.md's example study, added as its "Adding a study" says: one block in plan.yaml, then `make study`,
+    # whose first step (python -m odevit.repro.stages) runs here; then DVC plans its runs (`dvc repro --dry
+    # my_ablation`, among the commands; tests/test_plan.py checks make study's steps and their order)
     doc = (ROOT / "docs/plan.md").read_text()
     block = textwrap.dedent(doc[doc.index("```yaml", doc.index("## Adding a study")) + 7:].split("```")[0])
     example = yaml.safe_load(block)
