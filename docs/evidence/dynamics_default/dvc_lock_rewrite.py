@@ -6,26 +6,16 @@ content (md5 OLD_MD5), its md5 and size are set to today's file. Run from the re
 
 Why that is the record `dvc commit` would write for these stages: README.md beside this file."""
 import hashlib
-import re
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from lock_rewrite import rewrite  # noqa: E402  (docs/evidence/lock_rewrite.py: the same walk, for any paths)
 
 PATH = "odevit/repro/config.py"
 OLD_MD5 = "73b9c283e7a8849d3786f97cbfda2dc5"  # `git show 220dde8:odevit/repro/config.py | md5sum`
 data = open(PATH, "rb").read()
 md5, size = hashlib.md5(data).hexdigest(), len(data)
-out, stage, dep, hit, done = [], None, None, False, []
-for line in open("dvc.lock").read().split("\n"):
-    m = re.match(r"^  (\S[^:]*):\s*$", line)
-    if m:
-        stage = m.group(1)
-    if line.startswith("    - path: "):
-        dep, hit = line[len("    - path: "):], False
-    elif not line.startswith("      "):
-        dep = None
-    if dep == PATH and line == f"      md5: {OLD_MD5}":
-        line, hit = f"      md5: {md5}", True
-        done.append(stage)
-    elif dep == PATH and hit and line.startswith("      size: "):
-        line = f"      size: {size}"
-    out.append(line)
-open("dvc.lock", "w").write("\n".join(out))
-print(f"{PATH}: md5 {md5}, size {size} in {len(done)} entries ({len(set(s.split('@')[0] for s in done))} stages)")
+text, done = rewrite(open("dvc.lock").read(), {PATH: (OLD_MD5, md5, size)})
+open("dvc.lock", "w").write(text)
+print(f"{PATH}: md5 {md5}, size {size} in {sum(done[PATH].values())} entries ({len(done[PATH])} stages)")
