@@ -98,8 +98,18 @@ evidence: $(STAMP) data
 # a new study, after its block in plan.yaml (docs/plan.md, "Adding a study"): `make study NAME=my_ablation` generates
 # its dvc.yaml stages, trains its pending runs (stopped, it resumes each from its last.pt), records them in dvc.lock
 # and writes the verdicts and the README's result sections, as `make evidence` does for every study.
+ifneq ($(filter study,$(MAKECMDGOALS)),)  # checked when the Makefile is read: before any install or data step
+ifeq ($(strip $(NAME)),)
+$(error make study NAME=STUDY: the name of a study in plan.yaml)
+endif
+ifneq ($(words $(NAME)),1)
+$(error make study NAME=$(NAME): one study name)
+endif
+ifeq ($(NAME),all)
+$(error make study NAME=all: every study is `make evidence`)
+endif
+endif
 study: $(STAMP) data
-	@test -n "$(NAME)" || { echo "make study NAME=STUDY: the name of a study in plan.yaml" >&2; exit 2; }
 	$(BIN)/python -m odevit.repro.stages
 	test -f checkpoints/02_teacher/best.pt || PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc checkout 02_teacher 2>/dev/null || \
 	  $(BIN)/python -m odevit.repro.restore

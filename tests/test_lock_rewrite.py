@@ -29,7 +29,7 @@ stages:
       md5: old
       size: 9
     outs:
-    - path: results/cells/free/s0
+    - path: odevit/repro/config.py
       hash: md5
       md5: aaa
       size: 10
@@ -50,6 +50,21 @@ def test_only_entries_with_the_old_content_of_that_path_change():
     i = lines.index("    - path: odevit/repro/study.py")
     assert lines[i + 2:i + 4] == ["      md5: aaa", "      size: 10"]  # another path with the same md5: untouched
     assert "      md5: old" in lines and "      size: 9" in lines  # recorded another content: stays stale
-    j = lines.index("    - path: results/cells/free/s0")
-    assert lines[j + 2:j + 4] == ["      md5: aaa", "      size: 10"]  # an output: untouched
+    j = lines.index("    outs:") + 1
+    assert lines[j:j + 4] == ["    - path: odevit/repro/config.py", "      hash: md5", "      md5: aaa",
+                              "      size: 10"]  # an output with that path and content: untouched
     assert lock_rewrite.rewrite(LOCK, {})[0] == LOCK
+
+
+def test_a_layout_it_cannot_read_is_refused():
+    """CR line ends, or a size line before its md5 (so the size would stay stale): an error, no half-rewritten text."""
+    import pytest
+
+    swaps = {"odevit/repro/config.py": ("aaa", "bbb", 12)}
+    with pytest.raises(ValueError, match="CR line ends"):
+        lock_rewrite.rewrite(LOCK.replace("\n", "\r\n"), swaps)
+    swapped = LOCK.replace("      md5: aaa\n      size: 10\n    - path: odevit/repro/study.py",
+                           "      size: 10\n      md5: aaa\n    - path: odevit/repro/study.py", 1)
+    assert swapped != LOCK
+    with pytest.raises(ValueError, match="no size line"):
+        lock_rewrite.rewrite(swapped, swaps)

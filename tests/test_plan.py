@@ -113,8 +113,8 @@ def test_the_docs_study_template_passes_the_plan_check_and_the_runners_preflight
 
 def test_make_study_is_the_one_command_after_the_plan_block():
     """docs/plan.md, 'Adding a study': after the plan block, `make study NAME=…` runs steps 3–5 in order (its dry run
-    lists them: stages generated, runs trained, recorded in dvc.lock, verdicts, README); without NAME it stops with
-    one line before anything runs."""
+    lists them: stages generated, runs trained, recorded in dvc.lock, verdicts, README); without NAME (or with `all`)
+    it stops with one line when the Makefile is read, before its install and data prerequisites."""
     import subprocess
     from pathlib import Path
 
@@ -126,5 +126,8 @@ def test_make_study_is_the_one_command_after_the_plan_block():
              "--commit", "dvc repro -s evidence", "-m odevit.repro.readme"]
     at = [next(i for i, line in enumerate(lines) if s in line) for s in steps]
     assert at == sorted(at), lines
-    r = subprocess.run(["make", "study", "STAMP="], cwd=root, capture_output=True, text=True)
-    assert r.returncode == 2 and r.stderr.strip().splitlines()[0] == "make study NAME=STUDY: the name of a study in plan.yaml"
+    for args, msg in (([], "make study NAME=STUDY: the name of a study in plan.yaml"),
+                      (["NAME=all"], "make study NAME=all: every study is `make evidence`")):
+        r = subprocess.run(["make", "study", *args], cwd=root, capture_output=True, text=True)  # no STAMP= here:
+        # refused when the Makefile is read, before the install and data prerequisites (nothing runs)
+        assert r.returncode == 2 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1 and msg in r.stderr

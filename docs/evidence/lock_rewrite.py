@@ -4,8 +4,10 @@ today's file's — the record `dvc commit` would write, without re-running stage
 
     python docs/evidence/lock_rewrite.py OLD PATH [PATH ...]     # from the repository root; prints what it rewrote
 
-Entries that recorded another content of a path (stale before the change) are left as they are, so a stage that
-was out of date stays out of date. The file is rewritten line by line (DVC's own layout kept) and atomically."""
+Only dependencies change (an output with that path is left alone), and entries that recorded another content of a
+path (stale before the change) are left as they are, so a stage that was out of date stays out of date. The file is
+rewritten line by line (DVC's own layout: LF line ends, `md5:` before `size:`; anything else is refused, writing
+nothing) and atomically."""
 import hashlib
 import os
 import re
@@ -22,23 +24,33 @@ def md5_size(data: bytes) -> Tuple[str, int]:
 def rewrite(text: str, swaps: Dict[str, Tuple[str, str, int]]) -> Tuple[str, Dict[str, Counter]]:
     """`swaps` {path: (old md5, new md5, new size)} applied to dvc.lock's text; returns it and, per path, the
     stages (foreach items counted) rewritten."""
+    if "\r" in text:
+        raise ValueError("dvc.lock: CR line ends; DVC writes LF (nothing rewritten)")
     out: List[str] = []
     done: Dict[str, Counter] = {p: Counter() for p in swaps}
-    stage, dep, hit = None, None, False
+    stage, section, dep, hit, sizes = "", "", None, False, 0
     for line in text.split("\n"):
         m = re.match(r"^  (\S[^:]*):\s*$", line)
         if m:
             stage = m.group(1)
+        if re.match(r"^    [a-z_]+:", line):
+            section = line.strip()
         if line.startswith("    - path: "):
-            dep, hit = line[len("    - path: "):], False
+            if hit:
+                raise ValueError(f"dvc.lock: {stage}: {dep}'s md5 rewritten but no size line follows it")
+            dep, hit = (line[len("    - path: "):] if section == "deps:" else None), False
         elif not line.startswith("      "):
+            if hit:
+                raise ValueError(f"dvc.lock: {stage}: {dep}'s md5 rewritten but no size line follows it")
             dep = None
         if dep in swaps and line == f"      md5: {swaps[dep][0]}":
             line, hit = f"      md5: {swaps[dep][1]}", True
             done[dep][stage.split("@")[0]] += 1
         elif dep in swaps and hit and line.startswith("      size: "):
-            line = f"      size: {swaps[dep][2]}"
+            line, hit, sizes = f"      size: {swaps[dep][2]}", False, sizes + 1
         out.append(line)
+    if hit or sizes != sum(sum(c.values()) for c in done.values()):
+        raise ValueError("dvc.lock: an md5 rewritten without its size line after it (nothing rewritten)")
     return "\n".join(out), done
 
 
@@ -48,9 +60,9 @@ def main(old: str, paths: List[str]) -> int:
         before = subprocess.run(["git", "show", f"{old}:{p}"], capture_output=True, check=True).stdout
         with open(p, "rb") as f:
             swaps[p] = (md5_size(before)[0], *md5_size(f.read()))
-    with open("dvc.lock") as f:
+    with open("dvc.lock", newline="") as f:
         text, done = rewrite(f.read(), swaps)
-    with open("dvc.lock.tmp", "w") as f:
+    with open("dvc.lock.tmp", "w", newline="") as f:
         f.write(text)
     os.replace("dvc.lock.tmp", "dvc.lock")
     for p, c in done.items():
