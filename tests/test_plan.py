@@ -118,8 +118,15 @@ def test_make_study_is_the_one_command_after_the_plan_block():
     import subprocess
     from pathlib import Path
 
+    import os
+
     root = Path(__file__).resolve().parents[1]
-    r = subprocess.run(["make", "-n", "study", "NAME=my_ablation", "STAMP="], cwd=root, capture_output=True, text=True)
+    # under `make test` this runs inside a make: without its MAKELEVEL/MAKEFLAGS the child is a top-level make (no
+    # "Entering directory" lines, no inherited flags such as -n or -k)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES")}
+    make = ["make", "--no-print-directory"]
+    r = subprocess.run([*make, "-n", "study", "NAME=my_ablation", "STAMP="], cwd=root, capture_output=True, text=True,
+                       env=env)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     steps = ["-m odevit.repro.stages", "-m odevit.repro.runner my_ablation --jobs", "-m odevit.repro.runner my_ablation "
@@ -128,6 +135,6 @@ def test_make_study_is_the_one_command_after_the_plan_block():
     assert at == sorted(at), lines
     for args, msg in (([], "make study NAME=STUDY: the name of a study in plan.yaml"),
                       (["NAME=all"], "make study NAME=all: every study is `make evidence`")):
-        r = subprocess.run(["make", "study", *args], cwd=root, capture_output=True, text=True)  # no STAMP= here:
+        r = subprocess.run([*make, "study", *args], cwd=root, capture_output=True, text=True, env=env)  # no STAMP= here:
         # refused when the Makefile is read, before the install and data prerequisites (nothing runs)
         assert r.returncode == 2 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1 and msg in r.stderr
