@@ -179,5 +179,12 @@ def test_study_refuses_seeds_that_cannot_share_a_process(tmp_path, monkeypatch):
     cfg = config.check_stage("cell")
     assert "synthetic" in config.together_refusal(cfg["distill"], cfg["base"], False)
     assert config.together_refusal(cfg["distill"], cfg["base"], True) is None  # free cells: own images, no cache
+    from odevit.repro import runner  # the runner's per-cell question, with params parsed once or read by itself
+    plan = {"studies": {"st": {"cells": {"ref": {}, "drawn": {"train_steps": [4, 8]}, "free": {"free": True}},
+                               "seeds": [0, 1], "budget": {"train_limit": 32, "epochs": 2}}}}
+    for params in (None, cfg):
+        assert "train_steps" in runner.cell_refusal("drawn", "st", plan, params)
+        assert "synthetic" in runner.cell_refusal("ref", "st", plan, params)
+        assert runner.cell_refusal("free", "st", plan, params) is None
     with pytest.raises(config.ConfigError, match="synthetic"):  # the synthetic dataset draws its images per seed
         study.run_many("ref", [0, 1])

@@ -50,7 +50,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from tqdm import tqdm
 
@@ -112,9 +112,10 @@ def groups(todo: List[Tuple[str, str, int]], together: int,
     return out
 
 
-def cell_refusal(cell: str, study: str, plan: dict, params_file: str = "params.yaml") -> Optional[str]:
-    """`config.together_refusal` of a plan study's cell: why its seeds cannot share a process (None: they can)."""
-    cfg = config.study_configs(config.check_stage("cell", params_file), plan, study)
+def cell_refusal(cell: str, study: str, plan: dict, params: Optional[Dict[str, Any]] = None) -> Optional[str]:
+    """`config.together_refusal` of a plan study's cell: why its seeds cannot share a process (None: they can).
+    `params`: `config.check_stage("cell")`'s parse, read once by a caller asking for many cells (default: read here)."""
+    cfg = config.study_configs(params if params is not None else config.check_stage("cell"), plan, study)
     d, free = config.cell_config(cfg["distill"], cfg["study"], cell)
     return config.together_refusal(d, cfg["base"], free)
 
@@ -561,7 +562,8 @@ def main(argv: List[str] | None = None) -> int:
             raise ConfigError(missing)
         taught = {(s, c) for s, c, _ in todo if config.uses_study_teacher(plan["studies"][s]["cells"][c])}
         first = [t for t in teachers(plan, args.studies) if any(s == t[0] for s, _ in taught)]
-        procs = groups(todo, max(1, args.together), lambda s, c: cell_refusal(c, s, plan))
+        params = config.check_stage("cell")  # parsed once for every cell's refusal
+        procs = groups(todo, max(1, args.together), lambda s, c: cell_refusal(c, s, plan, params))
     except (plan_mod.PlanError, ConfigError, train.CheckpointError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
