@@ -74,7 +74,9 @@ def v2_verdicts(root: str = ".") -> str:
     ours_of = {r["question"]: g["is_ours"] for g in claim_groups(c) for r in g["rows"]}
     learning = c[c.verdict.str.startswith("not converged")]
     waiting = c[c.verdict.str.startswith("not measured")]
-    shifted = waiting.verdict.map(awaits_shift)  # made, on two machine kinds whose shift is not measured yet
+    # made, on two machine kinds whose shift is not measured yet; bool even when empty (an empty object-typed mask would
+    # select columns, not rows)
+    shifted = waiting.verdict.map(awaits_shift).astype(bool)
     unmade = waiting[~shifted]
     return fill("v2-verdicts", c=list(c.itertuples()), t=t, all_converged=all(t["converged"]), label=_v2_label,
                 against=_v2_against, images=lambda r: budget_images(r.budget),
@@ -203,7 +205,8 @@ def v2_claims(root: str = ".") -> str:
     return fill("v2-claims", c=c, groups=groups, ours=_ours, short=_short, against=_v2_against,
                 claim_of={q: g["claim"] for q, g in group_of.items()},
                 shown={q: g["shown"] for q, g in group_of.items()},
-                others={q: [f"{_short(o)} *{_word(o)}*" for o in g["rows"] if o["question"] != q]
+                others={q: [f"{_short(o)} *{_word(o)}*" for o in g["rows"] if o["question"] != q
+                            and _word(o) in ("supports", "contradicts", "inconclusive")]  # the table has the rest
                         for q, g in group_of.items()},
                 stem=lambda p: os.path.splitext(os.path.basename(p))[0],
                 decided=[(label, [r for r in rows if r["verdict"] == v and group_of[r["question"]]["is_ours"] == ours])
