@@ -73,6 +73,8 @@ quick: $(STAMP) data
 plan-v2: $(STAMP) data
 	$(BIN)/python -m odevit.repro.fast plan_v2.yaml
 	$(BIN)/python -m odevit.repro.verdicts2
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc commit -f v2_verdicts $$($(BIN)/python -c "import yaml; \
+	  from odevit.repro.stages import v2_run_stages; print(*v2_run_stages(yaml.safe_load(open('plan_v2.yaml'))))")
 	$(BIN)/python -m odevit.repro.publish --v2
 	$(BIN)/python -m odevit.repro.readme
 

@@ -306,6 +306,10 @@ def test_stage_per_notebook():
         if st.get("teacher"):  # plan study, and one stage for a study's own teacher, which its cells depend on
             assert stages.pop(f"{study}_teacher")["cmd"] == f"python -m odevit.repro.study_teacher {study}"
             assert (ROOT / f"results/studies/{study}/teacher/.gitkeep").is_file()  # the folder they depend on
+    assert stages.pop("v2_teacher")["cmd"] == "python -m odevit.repro.fast plan_v2.yaml --teacher-only"  # plan v2
+    for study in yaml.safe_load((ROOT / "plan_v2.yaml").read_text())["studies"]:  # its runs (tests/test_stages.py)
+        assert stages.pop(study)["cmd"].startswith(f"python -m odevit.repro.fast plan_v2.yaml --studies {study} ")
+    assert stages.pop("v2_verdicts")["cmd"] == "python -m odevit.repro.verdicts2"  # results/v2/claims.csv
     assert {f"notebooks/{n}.ipynb" for n in stages} == {f"notebooks/{p.name}" for p in NOTEBOOKS}
     for name, st in stages.items():
         assert st["cmd"] == f"python -m odevit.repro.notebook {name}", name  # validates, then papermill

@@ -150,3 +150,69 @@ def test_a_study_named_as_a_hand_written_stage_is_refused():
     plan["studies"]["evidence"] = copy.deepcopy(plan["studies"]["confirm_1k"])
     with pytest.raises(S.StagesError, match="study stage 'evidence' is also a stage written by hand"):
         S.generate(plan, (ROOT / "dvc.yaml").read_text())
+
+
+def _plan_v2() -> dict:
+    return yaml.safe_load((ROOT / "plan_v2.yaml").read_text())
+
+
+def test_dvc_yaml_plan_v2_stages_are_plan_v2s():
+    """Plan v2's runs are DVC stages too, generated from plan_v2.yaml by the same command: its teacher, a matrix
+    stage per study (a run per cell: its seeds train together, `fast --studies S --cells C`), and its verdicts, which
+    the v2 notebooks' stages read; a run's dependencies are what its run key hashes (the training source and fast.py)."""
+    from odevit.repro import train
+
+    text = (ROOT / "dvc.yaml").read_text()
+    _, region, _ = S.split(text, markers=(S.BEGIN_V2, S.END_V2))
+    assert region == S.render_v2(_plan_v2()), "dvc.yaml is stale: run `python -m odevit.repro.stages`"
+    assert S.stale_v2(_plan_v2(), str(ROOT / "dvc.yaml")) is None
+    stages = _stages(ROOT / "dvc.yaml")
+    assert stages["v2_teacher"]["cmd"] == "python -m odevit.repro.fast plan_v2.yaml --teacher-only"
+    for study, s in _plan_v2()["studies"].items():
+        st = stages[study]
+        assert st["matrix"] == {"cell": list(s["cells"])}
+        assert st["cmd"] == f"python -m odevit.repro.fast plan_v2.yaml --studies {study} --cells ${{item.cell}}"
+        assert [next(iter(o)) for o in st["outs"]] == [f"results/v2/{study}/${{item.cell}}"]
+        assert f"results/v2/{study}" in stages["v2_verdicts"]["deps"]
+    assert S.v2_run_stages(_plan_v2()) == ["v2_teacher", *_plan_v2()["studies"]]
+    pkg = sorted(f"odevit/{p.name}" for p in (ROOT / "odevit").glob("*.py"))
+    sources = set(pkg) | {f"odevit/{p}" for p in train.TRAINING_SOURCES} | {"odevit/repro/fast.py",
+                                                                             "odevit/repro/plan2.py"}
+    assert set(S.V2_RUN_DEPS) == sources | {"results/01_data/metrics.json"}
+    assert set(stages["v2_1k"]["deps"]) == set(S.V2_RUN_DEPS) | {"results/v2/teacher", "results/02_teacher/metrics.json",
+                                                                  "results/02_teacher/distances.csv"}
+    assert {"results/v2/claims.csv"} <= {next(iter(o)) for o in stages["v2_verdicts"]["outs"]}
+    assert "results/v2/claims.csv" in stages["04_v2_budget"]["deps"]  # the notebooks read the verdicts' output
+
+
+def test_an_edited_plan_v2_makes_dvc_yaml_stale(tmp_path):
+    """A study or a cell added to plan_v2.yaml without regenerating: the check names it; regenerating gives exactly
+    the new study's stage (nothing else changes) and the check passes."""
+    plan = _plan_v2()
+    plan["studies"]["v2_mine"] = copy.deepcopy(plan["studies"]["v2_1k"])
+    assert "lacks v2_mine" in S.stale_v2(plan, str(ROOT / "dvc.yaml"))
+    other = _plan_v2()
+    other["studies"]["v2_3k"]["cells"]["extra"] = {"ce_weight": 0.5}
+    assert "their text differs" in S.stale_v2(other, str(ROOT / "dvc.yaml"))  # the matrix lists the cells
+    work = _workspace(tmp_path, _plan())
+    (work / "plan_v2.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
+    args = ["--plan", str(work / "plan.yaml"), "--plan-v2", str(work / "plan_v2.yaml"), "--dvc", str(work / "dvc.yaml")]
+    assert S.main(["--check", *args]) == 1
+    assert S.main(args) == 0
+    old, new = _stages(ROOT / "dvc.yaml"), _stages(work / "dvc.yaml")
+    assert set(new) - set(old) == {"v2_mine"} and {k: new[k] for k in old if k != "v2_verdicts"} == \
+        {k: old[k] for k in old if k != "v2_verdicts"}
+    assert "results/v2/v2_mine" in new["v2_verdicts"]["deps"]
+    assert new["v2_mine"] == _renamed(old["v2_1k"], "v2_1k", "v2_mine")
+    assert S.main(["--check", *args]) == 0
+
+
+def test_a_plan_v2_study_name_that_cannot_be_a_stage_is_named():
+    plan = _plan_v2()
+    plan["studies"]["teacher"] = copy.deepcopy(plan["studies"]["v2_1k"])
+    with pytest.raises(S.StagesError, match="plan_v2.yaml: studies.teacher: a study name"):
+        S.render_v2(plan)
+    plan = _plan_v2()
+    plan["studies"]["v2_1k"]["cells"]["a-b"] = {}
+    with pytest.raises(S.StagesError, match=r"studies.v2_1k.cells.a-b: a cell name"):
+        S.render_v2(plan)

@@ -4,7 +4,8 @@
                                                 # student of the main seed (study.seeds[0]) -> weights/quick
     python -m odevit.repro.publish --evidence   # stage publish_evidence: plan.yaml's publish block -> weights/evidence
     python -m odevit.repro.publish --v2         # plan v2's teacher and plan_v2.yaml's publish rows whose runs are
-                                                # all finished (make plan-v2, outside DVC as its runs) -> weights/v2
+                                                # all finished (make plan-v2) -> weights/v2 (not a stage: the runs'
+                                                # checkpoints are fast.py's, outside DVC's outputs)
 
 Each writes safetensors (weights only) with FOLDER/manifest.json (sha256, size, architecture, constructor arguments,
 source checkpoint, cell, seed, how the seed was selected, data, metrics), then reloads every tag the way users do

@@ -41,6 +41,32 @@ TEACHER_DEPS = [
     "odevit/schedule.py", "odevit/repro/train.py", "odevit/repro/precision.py", "odevit/repro/objectives.py",
     "odevit/repro/plan.py", "odevit/repro/provenance.py", "results/01_data/metrics.json",
 ]
+# Plan v2 (plan_v2.yaml; `odevit.repro.fast`): its own generated region, between BEGIN_V2 and END_V2
+PLAN_V2_FILE = "plan_v2.yaml"
+BEGIN_V2 = ("  # >>> plan v2 stages: generated from plan_v2.yaml by `python -m odevit.repro.stages`; do not edit "
+            "(docs/plan.md)")
+END_V2 = "  # <<< plan v2 stages"
+# what a plan-v2 run is made from (its run key: the training source `train.fingerprint` hashes, odevit/*.py and
+# train.TRAINING_SOURCES, and the trainer fast.py), the plan's loader, and the data's record (tests/test_stages.py
+# checks the list against train.TRAINING_SOURCES)
+V2_RUN_DEPS = [
+    "odevit/repro/fast.py", "odevit/repro/plan2.py", "odevit/__init__.py", "odevit/hub.py", "odevit/layers.py",
+    "odevit/losses.py", "odevit/model.py", "odevit/schedule.py", "odevit/solvers.py", "odevit/teacher.py",
+    "odevit/repro/config.py", "odevit/repro/data.py", "odevit/repro/distributed.py", "odevit/repro/objectives.py",
+    "odevit/repro/plan.py", "odevit/repro/provenance.py", "odevit/repro/files.py", "odevit/repro/results.py",
+    "odevit/repro/pipeline.py", "odevit/repro/precision.py", "odevit/repro/study.py", "odevit/repro/study_teacher.py",
+    "odevit/repro/train.py", "results/01_data/metrics.json",
+]
+# plan_v2.yaml's rules that change what a run computes or records (precision, the LR floor, the convergence rule,
+# the tau rule); the others (alpha, families, wording) are the verdicts'
+V2_RULES = ["rules.precision", "rules.schedule", "rules.convergence", "rules.tau_rule"]
+# the verdicts' code (odevit.repro.verdicts2 and what it imports from the package)
+V2_VERDICT_DEPS = [
+    "odevit/repro/verdicts2.py", "odevit/repro/verdicts.py", "odevit/repro/plan2.py", "odevit/repro/plan.py",
+    "odevit/repro/stats.py", "odevit/repro/paper.py", "odevit/repro/report.py", "odevit/repro/results.py",
+    "odevit/repro/files.py", "odevit/repro/config.py", "odevit/repro/data.py", "odevit/repro/v2_pages.py",
+    "odevit/repro/wording.py", "odevit/repro/distributed.py", "plan_v2.yaml",
+]
 NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")  # a DVC stage name and a folder name; no '@', '-', ':' or '/'
 WIDTH = 120  # the flow lists' line width
 
@@ -166,18 +192,106 @@ def render(plan: Mapping[str, Any], run_deps: List[str], path: str = PLAN_FILE) 
     return "\n\n".join("\n".join(b) for b in blocks) + "\n"
 
 
-def split(text: str, path: str = DVC_FILE) -> Tuple[str, str, str]:
-    """(before, generated, after) of dvc.yaml's text: `before` ends with the BEGIN line, `after` starts with END."""
+def studies_v2(plan: Mapping[str, Any], path: str = PLAN_V2_FILE) -> Dict[str, List[str]]:
+    """Plan v2's study -> its cells, in plan order; StagesError on what its stages cannot be made from."""
+    found = plan.get("studies") if isinstance(plan, Mapping) else None
+    if not isinstance(found, Mapping) or not found:
+        raise StagesError(f"{path}: 'studies' must map study names to their plans")
+    out: Dict[str, List[str]] = {}
+    for name, s in found.items():
+        where = f"{path}: studies.{name}"
+        if not isinstance(name, str) or not NAME.match(name) or name in ("teacher", "verdicts"):
+            raise StagesError(f"{where}: a study name is a stage name v2_... without '@', '-', ':' or '/' (and not "
+                              "'teacher' or 'verdicts')")
+        if not isinstance(s, Mapping) or not isinstance(s.get("cells"), Mapping) or not s["cells"]:
+            raise StagesError(f"{where}.cells is missing or empty: its stage's matrix runs over it")
+        bad = [c for c in s["cells"] if not isinstance(c, str) or not NAME.match(c)]
+        if bad:
+            raise StagesError(f"{where}.cells.{bad[0]}: a cell name is a letter, then letters, digits or '_'")
+        for key in ("budget", "seeds"):
+            if key not in s:
+                raise StagesError(f"{where}.{key} is missing: its stage reads it")
+        out[name] = list(s["cells"])
+    return out
+
+
+def _v2_stage(study: str) -> str:
+    return study if study.startswith("v2_") else f"v2_{study}"
+
+
+def v2_run_stages(plan: Mapping[str, Any], path: str = PLAN_V2_FILE) -> List[str]:
+    """The stages that make plan v2's runs (its teacher's, then each study's), as `dvc commit` or `dvc repro` name them."""
+    return ["v2_teacher"] + [_v2_stage(s) for s in studies_v2(plan, path)]
+
+
+def render_v2(plan: Mapping[str, Any], path: str = PLAN_V2_FILE) -> str:
+    """Plan v2's stages: its teacher, one matrix stage per study (a run per cell: the cell's seeds train together),
+    and its verdicts (results/v2/claims.csv, which its notebooks' stages read)."""
+    found = studies_v2(plan, path)
+    teacher = [
+        "  v2_teacher:  # plan v2's teacher seeds, the one selected on validation, its distances and tau",
+        f"    cmd: python -m odevit.repro.fast {PLAN_V2_FILE} --teacher-only",
+        *flow(V2_RUN_DEPS, "    deps: ", 11),
+        "    params:",
+        "      - base",
+        "      - teacher",
+        "      - distill.distance_batches",
+        "      - distill.distance_tokens",
+        *flow(["teacher"] + V2_RULES, f"      - {PLAN_V2_FILE}: ", 20),
+        "    outs:",
+        "      - results/v2/teacher: {cache: false}  # its checkpoints (checkpoints/v2/teacher): fast.py's resume files",
+    ]
+    blocks = [teacher]
+    folders = ["results/v2/teacher"]
+    for k, (study, cells) in enumerate(found.items()):
+        keys = ["teacher"] + V2_RULES + [f"studies.{study}.budget", f"studies.{study}.seeds"]
+        if "robustness" in plan["studies"][study]:
+            keys.append(f"studies.{study}.robustness")
+        keys.append(f"studies.{study}.cells.${{item.cell}}")
+        # the run's sources, the v2 teacher's folder and plan 1's teacher (the `weak` cells'), written once
+        deps = (flow(V2_RUN_DEPS + ["results/v2/teacher", "results/02_teacher/metrics.json",
+                                    "results/02_teacher/distances.csv"], "    deps: ", 11, "v2_cell_deps")
+                if k == 0 else ["    deps: *v2_cell_deps"])
+        blocks.append([
+            f"  {_v2_stage(study)}:",
+            f"    matrix: {{cell: [{', '.join(cells)}]}}",
+            f"    cmd: python -m odevit.repro.fast {PLAN_V2_FILE} --studies {study} --cells ${{item.cell}}",
+            *deps,
+            "    params:",
+            "      - base",
+            "      - teacher",
+            "      - distill",
+            *flow(keys, f"      - {PLAN_V2_FILE}: ", 20),
+            "    outs:",
+            f"      - results/v2/{study}/${{item.cell}}: {{cache: false}}  # its resume file: checkpoints/v2/{study}/"
+            "${item.cell}/last.pt",
+        ])
+        folders.append(f"results/v2/{study}")
+    blocks.append([
+        "  v2_verdicts:  # plan v2's verdicts from its runs (and the machine-shift reruns, results/v2_cpu)",
+        "    cmd: python -m odevit.repro.verdicts2",
+        *flow(V2_VERDICT_DEPS + folders + ["results/v2_cpu"], "    deps: ", 11),
+        "    outs:",
+        "      - results/v2/claims.csv: {cache: false}",
+        "      - results/v2/power.csv: {cache: false}",
+    ])
+    return "\n\n".join("\n".join(b) for b in blocks) + "\n"
+
+
+def split(text: str, path: str = DVC_FILE, markers: Tuple[str, str] = (BEGIN, END)) -> Tuple[str, str, str]:
+    """(before, generated, after) of dvc.yaml's text: `before` ends with the BEGIN line, `after` starts with END
+    (`markers`: plan v2's region is (BEGIN_V2, END_V2))."""
+    begin, end = markers
     lines = text.splitlines(keepends=True)
-    found = {m: [i for i, ln in enumerate(lines) if ln.strip() == m.strip()] for m in (BEGIN, END)}
+    found = {m: [i for i, ln in enumerate(lines) if ln.strip() == m.strip()] for m in (begin, end)}
     for m, at in found.items():
         if len(at) != 1:
             count = "no line" if not at else f"{len(at)} lines"
             raise StagesError(f"{path}: {count} '{m.strip()}' (expected one, inside 'stages:'): put the two marker "
                               "lines where the study stages go, then run `python -m odevit.repro.stages`")
-    b, e = found[BEGIN][0], found[END][0]
+    b, e = found[begin][0], found[end][0]
     if e < b:
-        raise StagesError(f"{path}: the line '{END.strip()}' comes before '{BEGIN.strip()}'")
+        raise StagesError(f"{path}: the line '{end.strip()}' comes before '{begin.strip()}'")
     return "".join(lines[:b + 1]), "".join(lines[b + 1:e]), "".join(lines[e:])
 
 
@@ -211,6 +325,38 @@ def generate(plan: Mapping[str, Any], text: str, path: str = DVC_FILE, plan_path
     return before + region + after
 
 
+def _names(region: str) -> List[str]:
+    return [ln[2:].split(":")[0] for ln in region.splitlines() if re.match(r"  [A-Za-z]", ln)]
+
+
+def generate_v2(plan: Mapping[str, Any], text: str, path: str = DVC_FILE, plan_path: str = PLAN_V2_FILE) -> str:
+    """dvc.yaml's text with plan v2's stages rendered from `plan` (plan_v2.yaml); StagesError where a stage name
+    collides with another stage of dvc.yaml."""
+    before, old, after = split(text, path, (BEGIN_V2, END_V2))
+    region = render_v2(plan, plan_path)
+    others = set((yaml.safe_load(before + after) or {}).get("stages") or {})
+    clash = sorted(others & set(_names(region)))
+    if clash:
+        raise StagesError(f"{plan_path}: plan v2 stage '{clash[0]}' is also another stage of {path}: rename the study")
+    return before + region + after
+
+
+def stale_v2(plan: Mapping[str, Any], path: str = DVC_FILE, plan_path: str = PLAN_V2_FILE) -> Optional[str]:
+    """None where dvc.yaml's plan v2 stages are plan_v2.yaml's; else one line naming what is stale and the fix."""
+    with open(path) as f:
+        text = f.read()
+    new = generate_v2(plan, text, path, plan_path)
+    if new == text:
+        return None
+    have = _names(split(text, path, (BEGIN_V2, END_V2))[1])
+    want = _names(split(new, path, (BEGIN_V2, END_V2))[1])
+    extra, lacking = [s for s in have if s not in want], [s for s in want if s not in have]
+    what = "; ".join(x for x in (f"lacks {', '.join(lacking)}" if lacking else "",
+                                 f"has {', '.join(extra)} (not in {plan_path})" if extra else "") if x)
+    return (f"{path}: its plan v2 stages are not {plan_path}'s ({what or 'their text differs'}): run "
+            "`python -m odevit.repro.stages`")
+
+
 def missing_folders(plan: Mapping[str, Any], root: str = ".", plan_path: str = PLAN_FILE) -> List[str]:
     """The .gitkeep files of study teachers' folders (their cells' dependency) that are not there."""
     return [p for s, t in studies(plan, plan_path).items() if t
@@ -240,6 +386,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description="Generate dvc.yaml's study stages from plan.yaml")
     ap.add_argument("--check", action="store_true", help="exit 1 naming what is stale; write nothing")
     ap.add_argument("--plan", default=PLAN_FILE)
+    ap.add_argument("--plan-v2", default=PLAN_V2_FILE, help="plan v2's file (its stages: left as they are if absent)")
     ap.add_argument("--dvc", default=DVC_FILE)
     args = ap.parse_args(argv)
     try:
@@ -251,16 +398,29 @@ def main(argv: Optional[List[str]] = None) -> int:
                 plan = yaml.safe_load(f) or {}
             except yaml.YAMLError as e:
                 raise StagesError(f"{args.plan}: not valid YAML ({str(e).splitlines()[0]})") from None
+        plan_v2 = None
+        if os.path.isfile(args.plan_v2):
+            with open(args.plan_v2) as f:
+                try:
+                    plan_v2 = yaml.safe_load(f) or {}
+                except yaml.YAMLError as e:
+                    raise StagesError(f"{args.plan_v2}: not valid YAML ({str(e).splitlines()[0]})") from None
+        else:
+            print(f"{args.plan_v2}: not found; dvc.yaml's plan v2 stages left as they are")
         if args.check:
-            problem = stale(plan, args.dvc, args.plan)
+            problem = stale(plan, args.dvc, args.plan) or (stale_v2(plan_v2, args.dvc, args.plan_v2)
+                                                           if plan_v2 is not None else None)
             if problem:
                 print(problem, file=sys.stderr)
                 return 1
-            print(f"{args.dvc}: its study stages are {args.plan}'s")
+            print(f"{args.dvc}: its study stages are {args.plan}'s"
+                  + (f" and {args.plan_v2}'s" if plan_v2 is not None else ""))
             return 0
         with open(args.dvc) as f:
             text = f.read()
         new = generate(plan, text, args.dvc, args.plan)
+        if plan_v2 is not None:
+            new = generate_v2(plan_v2, new, args.dvc, args.plan_v2)
         if new != text:
             write_text(new[:-1] if new.endswith("\n") else new, args.dvc)  # write_text adds the final newline
         root = os.path.dirname(os.path.abspath(args.dvc))
@@ -269,7 +429,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             open(os.path.join(root, p), "w").close()
             print(f"{p}: created (git add it: its study's cells depend on the folder)")
         n = len(studies(plan, args.plan))
-        print(f"{args.dvc}: {'rewritten' if new != text else 'unchanged'}: the stages of {n} plan studies")
+        v2 = f" and {len(studies_v2(plan_v2, args.plan_v2))} plan v2 studies" if plan_v2 is not None else ""
+        print(f"{args.dvc}: {'rewritten' if new != text else 'unchanged'}: the stages of {n} plan studies{v2}")
         return 0
     except (StagesError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
