@@ -63,7 +63,14 @@ def test_dvc_repro_tiny_writes_every_declared_output(repro):
         for kind in ("outs", "metrics", "plots"):
             for o in st.get(kind, []):
                 declared.append(next(iter(o)) if isinstance(o, dict) else o)
-        for path in declared:
+        import itertools
+
+        matrix = st.get("matrix", {})  # plan v2's run stages: one output per cell (${item.cell})
+        assert all(isinstance(v, list) for v in matrix.values()), f"{name}: a matrix of params left here: {matrix}"
+        items = [dict(zip(matrix, v)) for v in itertools.product(*matrix.values())] if matrix else [{}]
+        for path, item in itertools.product(declared, items):
+            for k, v in item.items():
+                path = path.replace("${item.%s}" % k, str(v))
             assert (repro / path).exists(), f"{name}: {path} missing"
         for m in st.get("metrics", []):
             path = next(iter(m))
