@@ -150,3 +150,9 @@ def test_summary_text_follows_the_metrics():
     t = P.what_this_run_shows(m, "ref", 2000)
     assert t.count("negative in every seed (the paper's reading)") == 2 and "violated, violated" in t
     assert "is not contradicted as a Lipschitz" in t
+    assert "The same for" not in t  # one analysed cell: no other cell's sentence
+    m["lyapunov"]["free"] = {"seed5": {"r": 0.14, "ci_low": 0.09, "ci_high": 0.18}}
+    m["lyapunov_class"]["free"] = {"seed5": {"r": 0.64, "p_value": 0.047, "n_classes": 10}}
+    t = P.what_this_run_shows(m, "ref", 2000)
+    assert ("The same for free (1 seed(s)): per image r = 0.140, positive in every seed" in t
+            and "excludes 0 in 1 of 1; per class r = 0.64 (p = 0.047)" in t), t

@@ -295,13 +295,22 @@ def what_this_run_shows(metrics: dict, reference: str, test_limit: int) -> str:
     def p1_state(v: dict) -> str:
         return "violated" if not v["holds"] else "holds, vacuous" if v["vacuous"] else "holds"
 
+    def other(cell: str) -> str:  # the other analysed cells' Lyapunov correlations (e.g. the free ODE beside ref)
+        o, oc = metrics["lyapunov"][cell], metrics["lyapunov_class"].get(cell, {})
+        r, c = [v["r"] for v in o.values()], [v["r"] for v in oc.values()]
+        return (f" The same for {cell} ({len(o)} seed(s)): per image r = {_join(r, '.3f')}, {direction(r)}; its 95 % "
+                f"interval excludes 0 in {sum(v['ci_low'] > 0 or v['ci_high'] < 0 for v in o.values())} of {len(o)}"
+                + (f"; per class r = {_join(c, '.2f')} (p = {_join([v['p_value'] for v in oc.values()], '.2g')}), "
+                   f"{direction(c)}." if oc else "."))
+
     fid = metrics["fidelity"]
+    others = "".join(other(c) for c in metrics["lyapunov"] if c != reference)
     return (f"**What this run shows** ({reference}, {len(ly)} seed(s), {test_limit} test images each). "
             f"Per image, CLS exponent vs correctness: point-biserial r = {_join(rs, '.3f')}, {direction(rs)}; "
             f"its 95 % interval excludes 0 in {sum(v['ci_low'] > 0 or v['ci_high'] < 0 for v in ly.values())} of "
             f"{len(ly)}. Per class (Fig. 4's unit, {next(iter(lc.values()))['n_classes']} classes): Pearson r = "
             f"{_join(rc, '.2f')} (p = {_join([v['p_value'] for v in lc.values()], '.2g')}), {direction(rc)}; "
-            f"p < 0.05 in {sum(v['p_value'] < 0.05 for v in lc.values())} of {len(lc)}. "
+            f"p < 0.05 in {sum(v['p_value'] < 0.05 for v in lc.values())} of {len(lc)}.{others} "
             f"Prop. 1 along the model's solver ({v0['solver']}, {v0['n_images']} images) with the measured L (max "
             f"{_join([v['L_max'] for v in p1.values()], '.1f')}): within at a fraction "
             f"{_join([v['fraction_within'] for v in p1.values()], '.3f')} of (image, step) pairs, tightness (bound ÷ "
