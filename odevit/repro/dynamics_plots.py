@@ -304,7 +304,7 @@ def what_this_run_shows(metrics: dict, reference: str, test_limit: int) -> str:
                    f"{direction(c)}." if oc else "."))
 
     fid = metrics["fidelity"]
-    others = "".join(other(c) for c in metrics["lyapunov"] if c != reference)
+    others = "".join(other(c) for c, v in metrics["lyapunov"].items() if c != reference and v)  # cells with seeds
     return (f"**What this run shows** ({reference}, {len(ly)} seed(s), {test_limit} test images each). "
             f"Per image, CLS exponent vs correctness: point-biserial r = {_join(rs, '.3f')}, {direction(rs)}; "
             f"its 95 % interval excludes 0 in {sum(v['ci_low'] > 0 or v['ci_high'] < 0 for v in ly.values())} of "
