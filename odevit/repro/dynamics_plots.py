@@ -276,6 +276,11 @@ def _join(vals: List[float], fmt: str) -> str:
     return ", ".join("n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, fmt) for v in vals)
 
 
+def _excluding_zero(seeds: dict) -> int:
+    """How many seeds' 95 % intervals of the per-image correlation exclude 0."""
+    return sum(v["ci_low"] > 0 or v["ci_high"] < 0 for v in seeds.values())
+
+
 def what_this_run_shows(metrics: dict, reference: str, test_limit: int) -> str:
     """The notebook's closing text, computed from its metrics: per-image and per-class Lyapunov correlations with
     their direction against the paper's reading, Prop. 1 (holds? vacuous? along which solver), fidelity."""
@@ -299,7 +304,7 @@ def what_this_run_shows(metrics: dict, reference: str, test_limit: int) -> str:
         o, oc = metrics["lyapunov"][cell], metrics["lyapunov_class"].get(cell, {})
         r, c = [v["r"] for v in o.values()], [v["r"] for v in oc.values()]
         return (f" The same for {cell} ({len(o)} seed(s)): per image r = {_join(r, '.3f')}, {direction(r)}; its 95 % "
-                f"interval excludes 0 in {sum(v['ci_low'] > 0 or v['ci_high'] < 0 for v in o.values())} of {len(o)}"
+                f"interval excludes 0 in {_excluding_zero(o)} of {len(o)}"
                 + (f"; per class r = {_join(c, '.2f')} (p = {_join([v['p_value'] for v in oc.values()], '.2g')}), "
                    f"{direction(c)}." if oc else "."))
 
@@ -307,7 +312,7 @@ def what_this_run_shows(metrics: dict, reference: str, test_limit: int) -> str:
     others = "".join(other(c) for c, v in metrics["lyapunov"].items() if c != reference and v)  # cells with seeds
     return (f"**What this run shows** ({reference}, {len(ly)} seed(s), {test_limit} test images each). "
             f"Per image, CLS exponent vs correctness: point-biserial r = {_join(rs, '.3f')}, {direction(rs)}; "
-            f"its 95 % interval excludes 0 in {sum(v['ci_low'] > 0 or v['ci_high'] < 0 for v in ly.values())} of "
+            f"its 95 % interval excludes 0 in {_excluding_zero(ly)} of "
             f"{len(ly)}. Per class (Fig. 4's unit, {next(iter(lc.values()))['n_classes']} classes): Pearson r = "
             f"{_join(rc, '.2f')} (p = {_join([v['p_value'] for v in lc.values()], '.2g')}), {direction(rc)}; "
             f"p < 0.05 in {sum(v['p_value'] < 0.05 for v in lc.values())} of {len(lc)}.{others} "

@@ -316,28 +316,42 @@ def generate(plan: Mapping[str, Any], text: str, path: str = DVC_FILE, plan_path
     with a stage written by hand."""
     before, _, after = split(text, path)
     region = render(plan, run_deps(text, path), plan_path)
-    hand = set((yaml.safe_load(before + after) or {}).get("stages") or {})
-    ours = [ln[2:].split(":")[0] for ln in region.splitlines() if re.match(r"  [A-Za-z]", ln)]
-    clash = sorted(hand & set(ours))
+    clash = _clash(before, after, region)
     if clash:
-        raise StagesError(f"{plan_path}: study stage '{clash[0]}' is also a stage written by hand in {path}: rename "
+        raise StagesError(f"{plan_path}: study stage '{clash}' is also a stage written by hand in {path}: rename "
                           "the study")
     return before + region + after
 
 
 def _names(region: str) -> List[str]:
+    """The stage names a generated region defines (its two-space-indented keys)."""
     return [ln[2:].split(":")[0] for ln in region.splitlines() if re.match(r"  [A-Za-z]", ln)]
+
+
+def _clash(before: str, after: str, region: str) -> Optional[str]:
+    """The first stage name of `region` that dvc.yaml's text around it defines too (None: no clash)."""
+    others = set((yaml.safe_load(before + after) or {}).get("stages") or {})
+    clash = sorted(others & set(_names(region)))
+    return clash[0] if clash else None
+
+
+def _region_diff(text: str, new: str, path: str, plan_path: str, markers: Tuple[str, str]) -> str:
+    """What a stale generated region lacks and has beyond the plan's, in words ('their text differs' if neither)."""
+    have, want = (_names(split(t, path, markers)[1]) for t in (text, new))
+    extra, lacking = [s for s in have if s not in want], [s for s in want if s not in have]
+    parts = ([f"lacks {', '.join(lacking)}"] if lacking else []) + \
+        ([f"has {', '.join(extra)} (not in {plan_path})"] if extra else [])
+    return "; ".join(parts) or "their text differs"
 
 
 def generate_v2(plan: Mapping[str, Any], text: str, path: str = DVC_FILE, plan_path: str = PLAN_V2_FILE) -> str:
     """dvc.yaml's text with plan v2's stages rendered from `plan` (plan_v2.yaml); StagesError where a stage name
     collides with another stage of dvc.yaml."""
-    before, old, after = split(text, path, (BEGIN_V2, END_V2))
+    before, _, after = split(text, path, (BEGIN_V2, END_V2))
     region = render_v2(plan, plan_path)
-    others = set((yaml.safe_load(before + after) or {}).get("stages") or {})
-    clash = sorted(others & set(_names(region)))
+    clash = _clash(before, after, region)
     if clash:
-        raise StagesError(f"{plan_path}: plan v2 stage '{clash[0]}' is also another stage of {path}: rename the study")
+        raise StagesError(f"{plan_path}: plan v2 stage '{clash}' is also another stage of {path}: rename the study")
     return before + region + after
 
 
@@ -348,13 +362,8 @@ def stale_v2(plan: Mapping[str, Any], path: str = DVC_FILE, plan_path: str = PLA
     new = generate_v2(plan, text, path, plan_path)
     if new == text:
         return None
-    have = _names(split(text, path, (BEGIN_V2, END_V2))[1])
-    want = _names(split(new, path, (BEGIN_V2, END_V2))[1])
-    extra, lacking = [s for s in have if s not in want], [s for s in want if s not in have]
-    what = "; ".join(x for x in (f"lacks {', '.join(lacking)}" if lacking else "",
-                                 f"has {', '.join(extra)} (not in {plan_path})" if extra else "") if x)
-    return (f"{path}: its plan v2 stages are not {plan_path}'s ({what or 'their text differs'}): run "
-            "`python -m odevit.repro.stages`")
+    return (f"{path}: its plan v2 stages are not {plan_path}'s "
+            f"({_region_diff(text, new, path, plan_path, (BEGIN_V2, END_V2))}): run `python -m odevit.repro.stages`")
 
 
 def missing_folders(plan: Mapping[str, Any], root: str = ".", plan_path: str = PLAN_FILE) -> List[str]:
@@ -369,17 +378,21 @@ def stale(plan: Mapping[str, Any], path: str = DVC_FILE, plan_path: str = PLAN_F
         text = f.read()
     new = generate(plan, text, path, plan_path)
     if new != text:
-        have = [ln[2:].split(":")[0] for ln in split(text, path)[1].splitlines() if re.match(r"  [A-Za-z]", ln)]
-        want = [ln[2:].split(":")[0] for ln in split(new, path)[1].splitlines() if re.match(r"  [A-Za-z]", ln)]
-        extra, lacking = [s for s in have if s not in want], [s for s in want if s not in have]
-        what = "; ".join(x for x in (f"lacks {', '.join(lacking)}" if lacking else "",
-                                     f"has {', '.join(extra)} (not in {plan_path})" if extra else "") if x)
-        return (f"{path}: its study stages are not {plan_path}'s ({what or 'their text differs'}): run "
-                "`python -m odevit.repro.stages`")
+        return (f"{path}: its study stages are not {plan_path}'s "
+                f"({_region_diff(text, new, path, plan_path, (BEGIN, END))}): run `python -m odevit.repro.stages`")
     missing = missing_folders(plan, os.path.dirname(os.path.abspath(path)), plan_path)
     if missing:
         return f"{missing[0]}: missing (its study's cells depend on the folder): run `python -m odevit.repro.stages`"
     return None
+
+
+def _read_plan(path: str) -> Dict[str, Any]:
+    """A plan file's YAML ({} if empty); StagesError naming the file where it is not valid YAML."""
+    with open(path) as f:
+        try:
+            return yaml.safe_load(f) or {}
+        except yaml.YAMLError as e:
+            raise StagesError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -393,18 +406,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         if not os.path.isfile(args.plan) or not os.path.isfile(args.dvc):
             raise StagesError(f"{args.plan if not os.path.isfile(args.plan) else args.dvc}: not found (run from the "
                               "repository root)")
-        with open(args.plan) as f:
-            try:
-                plan = yaml.safe_load(f) or {}
-            except yaml.YAMLError as e:
-                raise StagesError(f"{args.plan}: not valid YAML ({str(e).splitlines()[0]})") from None
+        plan = _read_plan(args.plan)
         plan_v2 = None
         if os.path.isfile(args.plan_v2):
-            with open(args.plan_v2) as f:
-                try:
-                    plan_v2 = yaml.safe_load(f) or {}
-                except yaml.YAMLError as e:
-                    raise StagesError(f"{args.plan_v2}: not valid YAML ({str(e).splitlines()[0]})") from None
+            plan_v2 = _read_plan(args.plan_v2)
         else:
             print(f"{args.plan_v2}: not found; dvc.yaml's plan v2 stages left as they are")
         if args.check:
