@@ -1,11 +1,15 @@
 """Losses: trajectory MSE through teacher checkpoints, JaSMin, the published attention-map L1 term, top-k hits.
 
+The distillation objective's terms (`TERMS`, registered with `@term`): each a function of one batch's trajectory and
+the run's config, summed by `odevit.repro.objectives.distill`.
+
 Cross-entropy with label smoothing is `torch.nn.functional.cross_entropy(..., label_smoothing=...)`.
 """
 from __future__ import annotations
 
 import math
-from typing import List, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -130,3 +134,96 @@ def topk_hits(logits: torch.Tensor, target: torch.Tensor, ks: Sequence[int] = (1
     top = logits.topk(min(max(ks), logits.shape[-1]), dim=-1).indices  # (B, kmax)
     hit = top == target[:, None]
     return torch.stack([hit[:, :k].any(-1).sum() for k in ks])
+
+
+# --- the distillation objective's terms ----------------------------------------------------------------------------
+# `odevit.repro.objectives.distill` sums `weight x term` over TERMS, in this order, for every term whose weight is
+# > 0 (or `always`) and whose `from_epoch` has come. A term reads its options from the distill config by name (any
+# object with those attributes: the lab's `odevit.repro.config.Distill`). A new term is one `@term(...)` function
+# here and its fields (weight, options) in that config: nothing else changes.
+
+
+@dataclass
+class TermInputs:
+    """What one batch gives the terms: the student's trajectory, the teacher's states, the batch's labels."""
+
+    states: Sequence[torch.Tensor]  # student X_0..X_N, each (B, 1+M+R, D)
+    attn: Optional[Sequence[torch.Tensor]]  # student attention maps, one per step (None unless a term asks)
+    logits: torch.Tensor  # (B, classes)
+    teacher_hidden: Sequence[torch.Tensor]  # h_0..h_L (CLS rows only where the teacher's cache stands in)
+    teacher_attn: Optional[torch.Tensor]  # the teacher's last-layer map (None unless a term asks)
+    checkpoints: Sequence[int]  # c_1..c_L for this batch's N
+    y: torch.Tensor  # labels (read only by terms that use them)
+    grid: Optional[int] = None  # patches per side (None: from the number of patches)
+
+
+@dataclass(frozen=True)
+class Term:
+    fn: Callable[[TermInputs, Any], torch.Tensor]
+    weight: str  # the config field holding the term's weight
+    attn: bool = False  # reads the student's attention maps
+    teacher_attn: bool = False  # reads the teacher's last attention map (the teacher's CLS cache cannot stand in)
+    always: bool = False  # computed and logged at weight 0 too
+    from_epoch: Optional[str] = None  # the config field of the epoch the term joins at
+    cls_only: Callable[[Any], bool] = lambda cfg: True  # whether the teacher's CLS states suffice (its cache)
+
+
+TERMS: Dict[str, Term] = {}
+
+
+def term(name: str, weight: str, **kw: Any) -> Callable:
+    """Register `fn(inputs, cfg) -> 0-dim tensor` as the distillation term `name` (logged under that name)."""
+
+    def add(fn: Callable[[TermInputs, Any], torch.Tensor]) -> Callable:
+        if name in TERMS:
+            raise ValueError(f"term: '{name}' is already registered")
+        TERMS[name] = Term(fn, weight, **kw)
+        return fn
+
+    return add
+
+
+@term("mse", weight="mse_weight", always=True, cls_only=lambda cfg: cfg.mse_tokens == "cls")
+def _mse(i: TermInputs, cfg: Any) -> torch.Tensor:
+    """Trajectory MSE through the teacher's checkpoints (`mse_tokens`)."""
+    return trajectory_mse(i.states, i.teacher_hidden, i.checkpoints, tokens=cfg.mse_tokens)
+
+
+@term("jasmin", weight="jasmin_weight", attn=True)
+def _jasmin(i: TermInputs, cfg: Any) -> torch.Tensor:
+    """JaSMin (`jasmin_k`, `jasmin_detach`, `jasmin_maps_from`)."""
+    return jasmin(i.attn, k=cfg.jasmin_k, detach=cfg.jasmin_detach, maps_from=cfg.jasmin_maps_from)
+
+
+@term("attn_l1", weight="attn_l1_weight", attn=True, teacher_attn=True)
+def _attn_l1(i: TermInputs, cfg: Any) -> torch.Tensor:
+    """The published attention-map L1 term, on the student's last map without its registers."""
+    n = i.teacher_hidden[0].shape[1]  # CLS + patches
+    return attention_l1(i.attn[-1][:, :, :n, :n], i.teacher_attn, grid=i.grid or int((n - 1) ** 0.5))
+
+
+@term("ce", weight="ce_weight", from_epoch="ce_from_epoch")
+def _ce(i: TermInputs, cfg: Any) -> torch.Tensor:
+    """Cross-entropy on the labels (`label_smoothing`), from epoch `ce_from_epoch` (the curriculum)."""
+    return F.cross_entropy(i.logits.float(), i.y, label_smoothing=cfg.label_smoothing)
+
+
+def active_terms(cfg: Any) -> Dict[str, Term]:
+    """The terms `cfg` switches on (weight > 0, or `always`), in TERMS' order; ValueError naming a missing field."""
+    for name, t in TERMS.items():
+        for f in (t.weight, t.from_epoch):
+            if f is not None and not hasattr(cfg, f):
+                raise ValueError(f"term '{name}': the config has no field '{f}' (add it to the distill config)")
+    return {name: t for name, t in TERMS.items() if t.always or getattr(cfg, t.weight) > 0}
+
+
+def weighted_sum(terms: Dict[str, Term], inputs: TermInputs, cfg: Any, epoch: int):
+    """(sum of weight x term over the terms whose epoch has come, {name: detached term}): the objective's loss."""
+    loss, parts = None, {}
+    for name, t in terms.items():
+        if t.from_epoch is not None and epoch < getattr(cfg, t.from_epoch):
+            continue
+        v = t.fn(inputs, cfg)
+        w = getattr(cfg, t.weight) * v
+        loss, parts[name] = (w if loss is None else loss + w), v.detach()
+    return loss, parts

@@ -186,7 +186,8 @@ TRAINING = ("train", "pipeline", "objectives", "study", "study_teacher", "fast",
             "profile", "memory", "precision", "evaluate", "publish", "restore", "analysis", "notebook")
 LAYER = ("model", "layers", "losses", "teacher", "hub", "schedule", "solvers")
 # plan.py parses configs with config.py, which checks dataset and solver names against data.INFO and
-# solvers.SOLVERS (data and solvers import torch; a few config checks import the layer's teacher module when called).
+# solvers.SOLVERS (data and solvers import torch; a few config checks import the layer's teacher module when called,
+# and parsing a block its losses module, for the distillation terms' weights).
 # The other readers import neither torch nor the layer when imported; readme calls plan and config in some sections.
 THROUGH_CONFIG = {"plan", "plan2", "verdicts", "verdicts2", "v2_figures"}
 DRAWS_TENSORS = {"dynamics_plots"}  # 06_dynamics' figures take the analysis' tensors: torch, never the layer

@@ -1,11 +1,14 @@
 """JaSMin and trajectory MSE against hand-computed values; checkpoint schedule against the published indices; the
 published-code switches (JaSMin map count, schedule multiplier, maps after dropout) against ours on known cases; the
-label-free default objective never reads the labels."""
+label-free default objective never reads the labels; the distillation objective as the sum of the registered
+terms, and a new term added by one function and one config field."""
+import dataclasses
 import math
 
 import pytest
 import torch
 
+from odevit import losses
 from odevit.losses import EPS, attention_l1, jasmin, jasmin_map_count, jasmin_rows, topk_correct, trajectory_mse
 from odevit.schedule import checkpoint_indices, layer_distances
 
@@ -260,3 +263,97 @@ def test_label_free_default_never_reads_labels_and_the_frozen_teacher_head_class
         torch.testing.assert_close(a, b, rtol=0, atol=0)
     ce = config.merged(cfg, ce_weight=1.0)
     assert loss_and_grads(ce, y)[0] != loss_and_grads(ce, y.flip(0))[0]
+
+
+def _distill_case():
+    from odevit.repro import config, pipeline
+
+    t = _tiny_teacher()
+    cfg = config.parse("distill", dict(num_steps=4, ce_weight=1.0, label_smoothing=0.0))
+    torch.manual_seed(1)
+    return t, pipeline.build_student(t, cfg), cfg, torch.randn(4, 1, 8, 8), torch.tensor([0, 1, 2, 0])
+
+
+def test_the_objective_is_the_weighted_sum_of_the_registered_terms_in_order():
+    """MSE + JaSMin + CE at weights 0.5, 2, 0.25: the loss is, bit for bit, the sum in TERMS' order of weight x the
+    loss functions called by hand; the logged parts are the unweighted terms."""
+    from odevit.repro import config, objectives
+
+    t, s, cfg, x, y = _distill_case()
+    cfg = config.merged(cfg, mse_weight=0.5, jasmin_weight=2.0, ce_weight=0.25)
+    assert list(losses.active_terms(cfg)) == ["mse", "jasmin", "ce"]
+    loss, parts = objectives.distill(t, [2, 4], cfg)(s, x, y, 0)
+    out = s.forward_trajectory(x, return_attn=True)
+    from odevit.teacher import hidden_states
+
+    mse = trajectory_mse(out["states"], hidden_states(t, x), [2, 4])
+    js = jasmin(out["attn"], k=cfg.jasmin_k)
+    ce = torch.nn.functional.cross_entropy(out["logits"].float(), y)
+    torch.testing.assert_close(loss, 0.5 * mse + 2.0 * js + 0.25 * ce, rtol=0, atol=0)
+    assert list(parts) == ["mse", "jasmin", "ce"]
+    torch.testing.assert_close(parts["ce"], ce, rtol=0, atol=0)
+    # the curriculum: before ce_from_epoch the CE term is left out of the sum and the log
+    late = config.merged(cfg, ce_from_epoch=3)
+    assert list(objectives.distill(t, [2, 4], late)(s, x, y, 2)[1]) == ["mse", "jasmin"]
+    assert list(objectives.distill(t, [2, 4], late)(s, x, y, 3)[1]) == ["mse", "jasmin", "ce"]
+
+
+def test_a_new_term_is_one_registered_function_and_one_config_field(monkeypatch):
+    """How a new loss is added (docs/architecture.md): a `@losses.term` function and its weight in the distill config
+    (here a subclass stands in for the new field of config.Distill). objectives.py is not touched: at weight 0 the
+    loss is the same as without the term; at weight 0.5 it adds 0.5 x the term, logged under its name, with a
+    gradient."""
+    import dataclasses
+
+    from odevit.repro import config, objectives
+
+    monkeypatch.setattr(losses, "TERMS", dict(losses.TERMS))  # the registration is undone after the test
+
+    @losses.term("cls_norm", weight="cls_norm_weight")
+    def cls_norm(i, cfg):  # the mean squared norm of the final CLS state
+        return i.states[-1][:, 0].pow(2).sum(-1).mean()
+
+    @dataclasses.dataclass
+    class WithNorm(config.Distill):
+        cls_norm_weight: float = 0.0
+
+    t, s, cfg, x, y = _distill_case()
+    base = dataclasses.asdict(cfg)
+    without, parts0 = objectives.distill(t, [2, 4], WithNorm(**base))(s, x, y, 0)
+    assert "cls_norm" not in parts0
+    with_it, parts = objectives.distill(t, [2, 4], WithNorm(**base, cls_norm_weight=0.5))(s, x, y, 0)
+    norm = s.forward_trajectory(x)["states"][-1][:, 0].pow(2).sum(-1).mean()
+    assert list(parts) == ["mse", "jasmin", "ce", "cls_norm"]
+    torch.testing.assert_close(parts["cls_norm"], norm)
+    torch.testing.assert_close(with_it, without + 0.5 * norm)
+    with_it.backward()
+    assert s.field.attn.qkv.weight.grad.abs().sum() > 0
+    # the config's check refuses a negative weight of any registered term
+    with pytest.raises(config.ConfigError, match=r"distill.mse_weight = -1.0 must be >= 0"):
+        config.parse("distill", {"mse_weight": -1.0})
+    # a term whose field the config lacks: one error naming both, when the objective is built (before any training)
+    with pytest.raises(ValueError, match=r"term 'cls_norm': the config has no field 'cls_norm_weight'"):
+        objectives.distill(t, [2, 4], cfg)
+    with pytest.raises(ValueError, match="'cls_norm' is already registered"):
+        losses.term("cls_norm", weight="cls_norm_weight")(cls_norm)
+
+
+def test_every_registered_term_reads_fields_the_distill_config_has_and_presets_may_switch():
+    from odevit.repro import config
+
+    fields = {f.name for f in dataclasses.fields(config.Distill)}
+    for name, t in losses.TERMS.items():
+        for f in filter(None, (t.weight, t.from_epoch)):
+            assert f in fields and f in config.SWITCH_KEYS, (name, f)
+
+
+def test_the_teacher_cache_is_refused_for_terms_that_need_more_than_cls_states():
+    from odevit.repro import config, objectives
+
+    t, _, cfg, _, _ = _distill_case()
+    cache = torch.zeros(4, 2, 16)
+    with pytest.raises(ValueError, match=r"the terms \['attn_l1'\] need more"):
+        objectives.distill(t, [2, 4], config.merged(cfg, attn_l1_weight=0.5), cache=cache)
+    with pytest.raises(ValueError, match=r"the terms \['mse'\] need more"):
+        objectives.distill(t, [2, 4], config.merged(cfg, mse_tokens="all"), cache=cache)
+    objectives.distill(t, [2, 4], cfg, cache=cache)  # CLS states: the cache stands in

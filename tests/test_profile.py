@@ -1,6 +1,9 @@
 """odevit.repro.profile: one study step, as train.fit runs it, split into labelled phases (tiny synthetic run)."""
 import json
 
+import torch.nn.functional as F
+
+from odevit import losses
 from odevit.model import ODEViT
 from odevit.repro import objectives, profile
 from test_study import tiny_study
@@ -8,9 +11,13 @@ from test_study import tiny_study
 
 def test_profile_splits_a_study_step_into_its_phases(tmp_path, monkeypatch):
     tiny_study(tmp_path, monkeypatch, {"ref": {}, "jasmin_off": {"jasmin_weight": 0.0}, "free": {"free": True}})
-    before = (ODEViT.forward_trajectory, objectives.jasmin, objectives.trajectory_mse)
+    def labelled():
+        return (ODEViT.forward_trajectory, objectives.jasmin, losses.jasmin, losses.trajectory_mse,
+                losses.attention_l1, F.cross_entropy)
+
+    before = labelled()
     res = profile.main(["--steps", "2", "--out", "out", "--together", "1,2"])
-    assert (ODEViT.forward_trajectory, objectives.jasmin, objectives.trajectory_mse) == before  # labels removed
+    assert labelled() == before  # labels removed
     cells = {c["cell"]: c for c in res["cells"]}
     assert set(cells) == {"ref", "jasmin_off", "free"}
     for c in cells.values():

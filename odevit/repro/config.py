@@ -197,6 +197,14 @@ POSITIVE = {"lipschitz", "power_iters", "bound_samples", "num_steps", "epochs", 
 NON_NEGATIVE = {"val_size", "train_limit", "test_limit", "patience", "min_delta_pts"}
 
 
+def _non_negative() -> set:
+    """NON_NEGATIVE and the weight of every registered distillation term (odevit.losses.TERMS; imported when a block
+    is parsed: importing config loads no layer module, tests/test_layout.py)."""
+    from ..losses import TERMS
+
+    return NON_NEGATIVE | {t.weight for t in TERMS.values()}
+
+
 def _check_type(block: str, key: str, value: Any, tp: Any) -> Any:
     where = f"params.yaml: {block}.{key} = {value!r}"
     origin = get_origin(tp)
@@ -226,7 +234,7 @@ def parse(block: str, values: Optional[Dict[str, Any]]) -> Any:
     schema = SCHEMAS[block]
     hints = get_type_hints(schema)
     names = [f.name for f in dataclasses.fields(schema)]
-    out = {}
+    out, non_negative = {}, _non_negative()
     for key, value in (values or {}).items():
         if key not in hints:
             raise ConfigError(f"params.yaml: {block}.{key} is not a known key (allowed: {', '.join(names)})")
@@ -235,7 +243,7 @@ def parse(block: str, values: Optional[Dict[str, Any]]) -> Any:
             raise ConfigError(f"params.yaml: {block}.{key} = {value!r} is not one of {CHOICES[key]}")
         if key in POSITIVE and value is not None and value <= 0:
             raise ConfigError(f"params.yaml: {block}.{key} = {value!r} must be > 0")
-        if key in NON_NEGATIVE and value is not None and value < 0:
+        if key in non_negative and value is not None and value < 0:
             raise ConfigError(f"params.yaml: {block}.{key} = {value!r} must be >= 0")
         out[key] = value
     cfg = schema(**out)

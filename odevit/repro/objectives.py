@@ -7,7 +7,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..losses import attention_l1, jasmin, trajectory_mse
+from ..losses import TermInputs, active_terms, jasmin, weighted_sum
 from ..teacher import hidden_states, last_attention
 from .config import Distill, Scratch
 
@@ -48,13 +48,13 @@ def ode_scratch(cfg: Union[Scratch, Distill]):
 def distill(teacher: nn.Module, checkpoints: Sequence[int], cfg: Distill, *, cache: Optional[torch.Tensor] = None,
             step_schedules: Optional[Dict[int, Sequence[int]]] = None, num_steps: Optional[int] = None,
             grid: Optional[int] = None):
-    """Teacher-student, the loss weights read from the distill block `cfg`: the student's states at c_l pass through
-    the teacher's h_l (MSE: `mse_weight`, `mse_tokens`), + JaSMin (`jasmin_weight`, `jasmin_k`, `jasmin_detach`,
-    `jasmin_maps_from`), + CE (`ce_weight`, `label_smoothing`) from `ce_from_epoch` (curriculum), + the published
-    attention-map L1 term (`attn_l1_weight`, off by default).
+    """Teacher-student: the sum of weight x term over the terms of `losses.TERMS` that the distill block `cfg`
+    switches on (`losses.active_terms`), in their order: the student's states at c_l pass through the teacher's h_l
+    (MSE: `mse_weight`, `mse_tokens`), + JaSMin (`jasmin_weight`, `jasmin_k`, `jasmin_detach`, `jasmin_maps_from`),
+    + the published attention-map L1 term (`attn_l1_weight`, off by default), + CE (`ce_weight`, `label_smoothing`)
+    from `ce_from_epoch` (curriculum). A new term: one `@losses.term` function and its fields in `config.Distill`.
 
     With ce_weight 0 (the label-free default) the labels y are never read: the frozen head only classifies.
-    `jasmin_maps_from`: which last maps JaSMin averages ('steps' ours, 'grid_points' published; `losses.jasmin`).
     `cache` (n, L, D): the teacher's CLS states h_1..h_L of every training sample (see `teacher_cls_cache`); with
     it, batches that come with their sample indices skip the teacher forward.
     `step_schedules` {N: checkpoints for N} (distill.train_steps): each batch integrates with an N drawn uniformly
@@ -62,8 +62,14 @@ def distill(teacher: nn.Module, checkpoints: Sequence[int], cfg: Distill, *, cac
     `num_steps`: integrate every batch with this N (`checkpoints` then are that N's), the model's own N otherwise;
     the fast path (`fast.py`) draws N outside the objective and builds one objective per N.
     `grid`: the patch grid's side for the attention-map L1 term (default: from the number of patches)."""
-    if cache is not None and (cfg.mse_tokens != "cls" or cfg.attn_l1_weight > 0):
-        raise ValueError("cache: holds CLS states only; needs mse_tokens='cls' and attn_l1_weight=0")
+    terms = active_terms(cfg)
+    if cache is not None:
+        wider = [name for name, t in terms.items() if t.teacher_attn or not t.cls_only(cfg)]
+        if wider:
+            raise ValueError(f"cache: holds the teacher's CLS states only; the terms {wider} need more (mse_tokens "
+                             "'cls', attn_l1_weight 0)")
+    return_attn = any(t.attn for t in terms.values())
+    teacher_attn = any(t.teacher_attn for t in terms.values())
     choices = sorted(step_schedules) if step_schedules else []
     teacher.eval()
     for p in teacher.parameters():
@@ -76,28 +82,14 @@ def distill(teacher: nn.Module, checkpoints: Sequence[int], cfg: Distill, *, cac
                 hs = [h[:, :1]] + [h[:, l : l + 1] for l in range(h.shape[1])]  # h_0 is never compared
             else:
                 hs = hidden_states(teacher, x)
-            t_attn = last_attention(teacher, x) if cfg.attn_l1_weight > 0 else None
+            t_attn = last_attention(teacher, x) if teacher_attn else None
         n, ckpts = num_steps, checkpoints
         if choices:
             n = choices[int(torch.randint(len(choices), (1,)))]
             ckpts = step_schedules[n]
-        out = model.forward_trajectory(x, num_steps=n, return_attn=cfg.jasmin_weight > 0 or cfg.attn_l1_weight > 0)
-        mse = trajectory_mse(out["states"], hs, ckpts, tokens=cfg.mse_tokens)
-        loss, parts = cfg.mse_weight * mse, {"mse": mse.detach()}
-        if cfg.jasmin_weight > 0:
-            js = jasmin(out["attn"], k=cfg.jasmin_k, detach=cfg.jasmin_detach, maps_from=cfg.jasmin_maps_from)
-            loss = loss + cfg.jasmin_weight * js
-            parts["jasmin"] = js.detach()
-        if cfg.attn_l1_weight > 0:
-            n = hs[0].shape[1]  # CLS + patches: drop student registers
-            l1 = attention_l1(out["attn"][-1][:, :, :n, :n], t_attn, grid=grid or int((n - 1) ** 0.5))
-            loss = loss + cfg.attn_l1_weight * l1
-            parts["attn_l1"] = l1.detach()
-        if cfg.ce_weight > 0 and epoch >= cfg.ce_from_epoch:
-            ce = F.cross_entropy(out["logits"].float(), y, label_smoothing=cfg.label_smoothing)
-            loss = loss + cfg.ce_weight * ce
-            parts["ce"] = ce.detach()
-        return loss, parts
+        out = model.forward_trajectory(x, num_steps=n, return_attn=return_attn)
+        inputs = TermInputs(out["states"], out.get("attn"), out["logits"], hs, t_attn, ckpts, y, grid)
+        return weighted_sum(terms, inputs, cfg, epoch)
 
     return objective
 

@@ -33,6 +33,7 @@ from .bench import _clock, timed_together  # wall seconds of a call, the device 
 from .machine import machine_info
 from .pipeline import write_json
 from .files import write_text
+from .. import losses
 from ..model import ODEViT
 
 PHASES = ("data", "student trajectory", "loss terms", "backward", "clip + finiteness checks", "optimiser step")
@@ -41,8 +42,13 @@ SYNC_OPS = ("aten::_local_scalar_dense",)  # what .item(), bool(tensor) and floa
 
 @contextlib.contextmanager
 def _labelled() -> Iterator[None]:
-    """The objective's building blocks wrapped in profiler labels for the duration (restored after)."""
-    saved = (ODEViT.forward_trajectory, objectives.trajectory_mse, objectives.jasmin, objectives.F.cross_entropy)
+    """The objective's building blocks wrapped in profiler labels for the duration (restored after): the student's
+    trajectory, and the loss functions the terms of `losses.TERMS` and `objectives.ode_scratch` call."""
+    targets = [(ODEViT, "forward_trajectory", "student trajectory")] + [
+        (mod, name, "loss terms") for mod, name in ((losses, "trajectory_mse"), (losses, "jasmin"),
+                                                    (losses, "attention_l1"), (objectives, "jasmin"),
+                                                    (objectives.F, "cross_entropy"))]
+    saved = [getattr(obj, name) for obj, name, _ in targets]
 
     def wrap(fn: Callable[..., Any], label: str) -> Callable[..., Any]:
         def inner(*a: Any, **k: Any) -> Any:
@@ -50,14 +56,13 @@ def _labelled() -> Iterator[None]:
                 return fn(*a, **k)
         return inner
 
-    ODEViT.forward_trajectory = wrap(saved[0], "student trajectory")
-    objectives.trajectory_mse = wrap(saved[1], "loss terms")
-    objectives.jasmin = wrap(saved[2], "loss terms")
-    objectives.F.cross_entropy = wrap(saved[3], "loss terms")
+    for (obj, name, label), fn in zip(targets, saved):
+        setattr(obj, name, wrap(fn, label))
     try:
         yield
     finally:
-        ODEViT.forward_trajectory, objectives.trajectory_mse, objectives.jasmin, objectives.F.cross_entropy = saved
+        for (obj, name, _), fn in zip(targets, saved):
+            setattr(obj, name, fn)
 
 
 def _cell(cfg: Dict[str, Any], name: str, device: torch.device):

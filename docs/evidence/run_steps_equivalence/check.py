@@ -7,7 +7,9 @@
   * study cells (`study.run` / `study.run_many`, the plain path) of a tiny synthetic study in OUT/study: `ce`
     (distilled, MSE + JaSMin + CE, the teacher's cached states), `drawn` (+ N drawn per batch from train_steps [4, 8]),
     `all_l1` (mse_tokens 'all' + attention-map L1: no cache, the teacher per batch), `free` seed 0 alone and seeds 1
-    and 2 trained together (`train.fit_many`, batched); 256 training images, 2 epochs;
+    and 2 trained together (`train.fit_many`, batched); 256 training images, 2 epochs; and, since the record of the
+    loss-term registry (2026-11-29), `curriculum` (CE from epoch 1 at weight 0.5, the published JaSMin: detached,
+    over int(0.85 (N + 1)) maps);
   * the fast path (`fast.train_cell`) of plan_v2.yaml's v2_1k cells `ce` and `free`, seed 2100, 1 epoch
     (max_epochs=1: stops after it with best.pt and last.pt written), Fashion-MNIST (TREE/data), the kept v2 teacher.
 `compare` digests: weights (every tensor of best.pt / last.pt: model, optimizer, RNG states, fast's stacked params)
@@ -44,7 +46,8 @@ def run(tree: str, out: str) -> None:
     p["distill"].update(num_steps=4, epochs=2)
     p["study"].update(train_limit=256, robustness_steps=[1, 8], robustness_test_limit=64, cells={
         "ref": {}, "ce": {"ce_weight": 1.0}, "drawn": {"train_steps": [4, 8], "ce_weight": 1.0},
-        "all_l1": {"mse_tokens": "all", "attn_l1_weight": 0.5}, "free": {"free": True}})
+        "all_l1": {"mse_tokens": "all", "attn_l1_weight": 0.5}, "free": {"free": True},
+        "curriculum": {"ce_weight": 0.5, "ce_from_epoch": 1, "jasmin_detach": True, "jasmin_maps_from": "grid_points"}})
     open("params.yaml", "w").write(yaml.safe_dump(p))
     cfg = config.check_stage("cell")
     torch.manual_seed(0)
@@ -52,7 +55,7 @@ def run(tree: str, out: str) -> None:
                       "checkpoints/02_teacher/best.pt")
     os.makedirs("results/02_teacher")
     pd.DataFrame({"layer": [1, 2], "distance": [1.0, 2.0]}).to_csv("results/02_teacher/distances.csv", index=False)
-    for cell in ("ce", "drawn", "all_l1", "free"):
+    for cell in ("ce", "drawn", "all_l1", "free", "curriculum"):
         study.run(cell, 0)
     study.run_many("free", [1, 2])
     os.chdir(tree)  # fast: plan_v2.yaml, results/v2/teacher, weights/v2_teacher of the tree; checkpoints/fast there
