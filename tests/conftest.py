@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 import pytest
+import tiny_pipeline
 from tiny_pipeline import repro  # noqa: F401  (the tiny pipeline, made once a session for every module that asks)
 
 INTERVAL_S = 0.5
@@ -200,6 +201,8 @@ _DURATIONS: Dict[str, Durations] = {}
 
 
 def pytest_configure(config):
+    config.addinivalue_line("markers", "alone: run after the tiny pipeline's processes have ended (tests/conftest.py: "
+                                       "its memory or its cores would come on top of theirs)")
     if hasattr(config, "workerinput"):  # a pytest-xdist worker: the controller records the suite
         return
     if sys.platform.startswith("linux"):  # the controller, or a serial run
@@ -277,3 +280,27 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(_MEMORY.pop("tree").summary())
     if "run" in _DURATIONS and _DURATIONS["run"].note:
         terminalreporter.write_line(_DURATIONS.pop("run").note)
+
+
+def _order(item) -> int:
+    """0: the tests that run while the tiny pipeline is made in the background; 1: the tests that read it (the first
+    waits for it); 2: the tests marked `alone` (the paper presets at their shapes, ~6 GB; DVC on a fresh clone of the
+    real pipeline, two processes), once its processes have ended."""
+    if item.get_closest_marker("alone"):
+        return 2
+    return 1 if "repro" in getattr(item, "fixturenames", ()) else 0
+
+
+def pytest_collection_modifyitems(session, config, items):
+    items.sort(key=_order)  # stable: the order within each group is the collection order
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _tiny_pipeline_in_background(request, tmp_path_factory):
+    """Start the tiny pipeline (tests/tiny_pipeline.py) at the session's first test when a selected test reads it, so
+    that it is made while the tests that do not read it run; at the end, stop what is still running (an interrupted
+    session leaves no DVC process behind)."""
+    if any(_order(item) == 1 for item in request.session.items):
+        tiny_pipeline.start(tmp_path_factory)
+    yield
+    tiny_pipeline.stop()

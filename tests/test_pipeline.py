@@ -1,6 +1,7 @@
 """End to end: `dvc repro` of the real dvc.yaml and notebooks on tiny synthetic data; notebook hygiene; report."""
 import json
 import math
+import os
 import re
 import shlex
 import shutil
@@ -207,7 +208,7 @@ def test_notebook_runs_when_opened_from_notebooks_dir(repro, tmp_path):
 @pytest.mark.slow
 def test_claims_follow_metrics_files(repro, tmp_path):
     """A study's claims (report.claims, what an exploratory snapshot's table is computed with) come from the cells'
-    metrics.json files as they are now: with the reference cell's seeds at Acc@1 0.25 / 0.5 / 0.75, the
+    metrics.json files as they are now: with the reference cell's seeds at Acc@1 0.25 / 0.75, the
     ts_minus_free claim is the mean and std of the per-seed differences to the free cell's files, computed here. On a
     copy of the results: the module's workspace is shared with the other tests (the publish test compares the
     manifests with these very files)."""
@@ -217,7 +218,7 @@ def test_claims_follow_metrics_files(repro, tmp_path):
 
     results = tmp_path / "results"
     shutil.copytree(repro / "results", results)
-    accs = {0: 0.25, 1: 0.5, 2: 0.75}
+    accs = {0: 0.25, 1: 0.75}
     assert set(accs) == set(TINY["study"]["seeds"])
     for s, acc in accs.items():
         path = results / f"cells/ref/s{s}/metrics.json"
@@ -225,7 +226,7 @@ def test_claims_follow_metrics_files(repro, tmp_path):
     free = {s: json.loads((results / f"cells/free/s{s}/metrics.json").read_text())["acc1"] for s in accs}
     diffs = [100 * (accs[s] - free[s]) for s in accs]  # Acc@1 points
     claim = report.claims(str(results)).set_index("claim").loc["ts_minus_free"]
-    assert claim.seeds == 3 and claim.ours_mean == pytest.approx(statistics.mean(diffs))
+    assert claim.seeds == 2 and claim.ours_mean == pytest.approx(statistics.mean(diffs))
     assert claim.ours_std == pytest.approx(statistics.stdev(diffs))
 
 
@@ -241,6 +242,7 @@ def test_source_notebooks_are_clean(nb):
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # two DVC processes reading the whole pipeline: after the tiny pipeline's (tests/conftest.py)
 def test_dvc_commands_work_on_a_fresh_clone(tmp_path):
     """git clone (committed results and weights, no DVC cache, no checkpoints): status, dag, exp show, and the
     documented `dvc exp run -S ...` examples together as one dry run of the whole pipeline (`dvc exp run --dry`
@@ -321,3 +323,36 @@ def test_stage_per_notebook():
     for name, st in stages.items():
         assert st["cmd"] == f"python -m odevit.repro.notebook {name}", name  # validates, then papermill
         assert {f"outputs/{name}.ipynb": {"cache": False}} in st["outs"], name  # executed copy committed
+
+
+def test_stopping_the_background_pipeline_ends_every_process_it_started(tmp_path):
+    """tests/conftest.py stops the tiny pipeline at the session's end: its DVC commands run in process groups of their
+    own, and `stop` ends each group, the stage processes DVC started included; nothing starts after it."""
+    import time
+
+    import tiny_pipeline
+
+    class Sleepy(tiny_pipeline._Build):  # a "DVC command" that starts a child which would sleep for a minute
+        def _make(self):
+            p = self._popen([sys.executable, "-c", "import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', "
+                             "'import time; time.sleep(60)']); print(p.pid, flush=True); p.wait()"], self.work)
+            self.grandchild = int(p.stdout.readline())
+            p.communicate()
+
+    b = Sleepy(tmp_path)
+    deadline = time.time() + 60
+    while not hasattr(b, "grandchild") and time.time() < deadline:
+        time.sleep(0.05)
+    assert os.path.exists(f"/proc/{b.grandchild}")
+    t0 = time.time()
+    b.stop()
+    assert time.time() - t0 < 30 and not b.thread.is_alive()
+    assert all(p.poll() is not None for p in b.procs)
+    for _ in range(100):  # the grandchild, reparented when its parent died, is reaped by init shortly after
+        if not os.path.exists(f"/proc/{b.grandchild}") or " Z " in open(f"/proc/{b.grandchild}/stat").read():
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError(f"process {b.grandchild} still running")
+    with pytest.raises(RuntimeError, match="the session ended before the tiny pipeline was made"):
+        b._popen(["true"], tmp_path)

@@ -86,6 +86,7 @@ def test_presets_not_trained_here_are_covered(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # ~6 GB a child: after the tiny pipeline's processes (tests/conftest.py), never beside them
 @pytest.mark.parametrize("preset", AT_SHAPES)
 def test_paper_preset_runs_at_its_shapes(preset, tmp_path):
     """Each preset in child processes: a ViT-B/16 teacher and a D 768 student at 224 px leave ~6 GB of allocator

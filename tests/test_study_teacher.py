@@ -31,7 +31,7 @@ def work(tmp_path, monkeypatch):
 
 
 def test_a_study_teacher_cell_waits_for_its_teacher_then_distils_from_it(work):
-    assert runner.teachers(P.load(), [STUDY, "confirm_1k"]) == [(STUDY, "teacher", ())]
+    assert runner.teachers(P.load(), [STUDY, "confirm_55k"]) == [(STUDY, "teacher", ())]
     with pytest.raises(config.ConfigError, match=f"odevit.repro.study_teacher {STUDY}"):
         study.run("ref_strong", 0, study_name=STUDY)  # before its teacher: one clear error, nothing written
     assert not (work / f"results/studies/{STUDY}/ref_strong").exists()
@@ -63,6 +63,6 @@ def test_a_study_teacher_cell_waits_for_its_teacher_then_distils_from_it(work):
 
 def test_the_teacher_of_a_study_without_one_is_an_error(work):
     with pytest.raises(config.ConfigError, match="no teacher block"):
-        study_teacher.configs("confirm_1k")
+        study_teacher.configs("confirm_55k")
     with pytest.raises(config.ConfigError, match="not one of"):
         study_teacher.configs("nope")

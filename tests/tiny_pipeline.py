@@ -1,15 +1,19 @@
 """The tiny pipeline: `dvc repro` of the real dvc.yaml and notebooks on tiny synthetic data, made once per test
-session (the `repro` fixture, which tests/conftest.py offers every test module: test_pipeline checks the stages and
-their outputs, test_v2_figures the executed plan-v2 notebooks), and the tiny params and plan other tests build on."""
+session in the background while the other tests run (the `repro` fixture, which tests/conftest.py offers every test
+module and starts at the session's first test: test_pipeline checks the stages and their outputs, test_v2_figures the
+executed plan-v2 notebooks), and the tiny params and plan other tests build on."""
 import copy
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Dict
 
 import pytest
 import yaml
@@ -21,23 +25,23 @@ TINY = {
                  eval_batch_size=64, device="cpu"),
     "teacher": dict(name=None, patch_size=7, embed_dim=16, depth=2, num_heads=2, mlp_ratio=2.0, epochs=2),
     "distill": dict(num_steps=4, epochs=2, distance_batches=2),
-    "study": dict(seeds=[0, 1, 2], train_limit=64, robustness_test_limit=32, robustness_steps=[1, 8],
+    "study": dict(seeds=[0, 1], train_limit=64, robustness_test_limit=32, robustness_steps=[1, 8],
                   cells={"ref": {}, "free": {"free": True}, "jasmin_off": {"jasmin_weight": 0.0}}),
     "dynamics": dict(weights="trained", cells=["ref", "jasmin_off"], test_limit=32, bound_samples=2,
                      bound_steps=[2, 4, 8], attention_images=2, pca_samples=8, power_iters=3),
 }
 
 
-# plan.yaml's studies the tiny pipeline leaves out: each runs the same code as a study it keeps, at another budget
-# (confirm_55k_40ep, confirm_3k, confirm_10k as confirm_55k and confirm_1k; remedy_3k_b as remedy_3k). Its study stages
-# come from its plan (python -m odevit.repro.stages, as for any plan): 24 runs instead of 40, each a DVC stage and a
-# process (~13 s on 2 cores).
-TINY_LEAVES_OUT = ("confirm_55k_40ep", "confirm_3k", "confirm_10k", "remedy_3k_b")
+# plan.yaml's studies the tiny pipeline leaves out: each runs the same code as a study it keeps, at another budget,
+# and at the tiny budget every study has the same one (confirm_55k_40ep, confirm_3k, confirm_10k, confirm_1k as
+# confirm_55k; remedy_3k_b as remedy_3k). Its study stages come from its plan (python -m odevit.repro.stages, as for
+# any plan): 18 runs, each a DVC stage and a process (~8 s on 2 cores, most of it starting Python).
+TINY_LEAVES_OUT = ("confirm_55k_40ep", "confirm_3k", "confirm_10k", "confirm_1k", "remedy_3k_b")
 
 
 def tiny_plan() -> dict:
     """plan.yaml's studies (but TINY_LEAVES_OUT) at a tiny budget: 2 seeds, 2 epochs, 64 images; every study keeps its
-    questions whose cells it keeps (confirm_55k all three cells, confirm_1k ref and free, the ablation study ref and
+    questions whose cells it keeps (confirm_55k all three cells, the ablation study ref and
     jasmin_off, teacher strength ref and ref_strong with a 2-epoch teacher), status exploratory (no power gate at 2 seeds)
     and no exploratory snapshot (not copied)."""
     plan = yaml.safe_load((ROOT / "plan.yaml").read_text())
@@ -90,10 +94,19 @@ def _snapshot_teacher(work: Path) -> None:
     (snap / "results/02_teacher/metrics.json").write_text(json.dumps(m))
 
 
-# The two halves run at once, one DVC process each (one core each on 2 cores): the quick half runs the quick run's 9
+# The tiny pipeline is made in a background thread from the session's first test on (`start`, called by
+# tests/conftest.py when some selected test asks for `repro`), while the tests that do not read it run: its DVC
+# processes and theirs share the 2 cores, instead of the pipeline's minutes coming before them (docs/tests.md, "Where
+# its time goes", has the suite timed both ways). conftest runs the tests that ask for `repro` after the others, and
+# the heavy ones (marked `alone`: the presets at their shapes, DVC on a fresh clone of the real pipeline) last, when
+# the pipeline's processes have ended. The workspace is prepared, and its tiny teacher snapshot made (torch, this
+# process's RNG), before the thread starts; the thread only copies files and waits on subprocesses, so it touches no
+# state a test uses.
+#
+# The two halves run at once, one DVC process each (one core each on 2 cores): the quick half runs the quick run's 6
 # cells, 06_dynamics, publish, the plan-v2 notebooks (03–05, 07, 08: they read the committed results/v2 and need neither
 # half's runs) and `html`, which exports every executed notebook (so all of them are made in that half); the plan
-# half the plan's 24 runs, its teacher, evidence and publish_evidence. repro.log ends with each half's wall time.
+# half the plan's 18 runs, its teacher, evidence and publish_evidence. repro.log ends with each half's wall time.
 
 
 def _merge_run(src: Path, dst: Path) -> None:
@@ -109,15 +122,9 @@ def _merge_run(src: Path, dst: Path) -> None:
     (dst / "dvc.lock").write_text(yaml.safe_dump(lock, sort_keys=False))
 
 
-@pytest.fixture(scope="session")
-def repro(tmp_path_factory):
-    """`dvc repro` of the real dvc.yaml and notebooks on tiny data: 01_data and 02_teacher, then the quick run
-    (`dvc repro 06_dynamics publish html`, what `make quick` runs) and the plan's studies with their verdicts (`dvc
-    repro evidence publish_evidence`) at once in two copies of the workspace (each DVC command is one process; one
-    workspace's lock would serialise them), then one workspace holding both, whose `dvc status` must be clean."""
-    from odevit.repro.notebook import PLAN_V2
-
-    work = tmp_path_factory.mktemp("pipeline")
+def _prepare(work: Path) -> None:
+    """The workspace: the repository's pipeline, notebooks and plan v2's committed runs, tiny params and plan, its
+    study stages, the kept teacher's snapshot."""
     (work / "outputs").mkdir()  # in git as outputs/.gitkeep
     for name in ("dvc.yaml", "notebooks", "odevit", "presets", "plan_v2.yaml", "results/v2", "results/v2_cpu",
                  "docs/templates", "weights/v2"):  # plan v2's committed runs and reruns, which its notebooks' stages
@@ -132,36 +139,111 @@ def repro(tmp_path_factory):
         if d.startswith("docs/evidence/"):
             (work / d).mkdir(parents=True)
     _snapshot_teacher(work)
-    env = _env()
-    subprocess.run(["dvc", "init", "--no-scm", "-q"], cwd=work, check=True, env=env)
-    subprocess.run(["dvc", "config", "core.analytics", "false"], cwd=work, check=True, env=env)
-    shutil.copytree(ROOT / ".dvc/plots", work / ".dvc/plots")  # the series templates of the multi-series CSVs
-    r = subprocess.run(["dvc", "repro", "02_teacher"], cwd=work, env=env, capture_output=True, text=True)
-    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
-    # plan v2's runs are committed files here, as in the repository: their stages (odevit.repro.stages) are recorded
-    # as they are, so the v2 notebooks' stages read them (after v2_verdicts) instead of retraining plan v2
-    from odevit.repro.stages import v2_run_stages
 
-    v2 = v2_run_stages(yaml.safe_load((work / "plan_v2.yaml").read_text()))
-    c = subprocess.run(["dvc", "commit", "-f", *v2], cwd=work, env=env, capture_output=True, text=True)
-    assert c.returncode == 0, c.stdout[-4000:] + c.stderr[-4000:]
-    r.stdout += c.stdout
-    plan_work = work.parent / f"{work.name}_plan"
-    shutil.copytree(work, plan_work, symlinks=True)
-    halves = [subprocess.Popen(["dvc", "repro", *targets], cwd=w, env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
-              for w, targets in ((work, ["06_dynamics", "publish", *PLAN_V2, "html"]),
-                                 (plan_work, ["evidence", "publish_evidence"]))]
-    t0, walls = time.time(), [0.0, 0.0]
-    with ThreadPoolExecutor(2) as pool:  # each half's output read to its end, and the time it ended
-        def wait(k):
-            out = halves[k].communicate()[0]
+
+class _Build:
+    """The session's one tiny pipeline: its workspace, the thread making it, the DVC processes it runs."""
+
+    def __init__(self, work: Path) -> None:
+        self.work, self.error, self.procs = work, None, []
+        self.lock = threading.Lock()
+        self.stopped = False
+        self.thread = threading.Thread(target=self._run, name="tiny-pipeline", daemon=True)
+        self.thread.start()
+
+    def _popen(self, cmd, cwd: Path) -> subprocess.Popen:
+        """A DVC command in a process group of its own (`stop` ends it with every stage process it started)."""
+        with self.lock:
+            if self.stopped:
+                raise RuntimeError("the session ended before the tiny pipeline was made")
+            # one thread each: its models are tiny (a second thread speeds nothing up), and beside the other tests a
+            # second OpenMP thread of every stage process only spins, taking cycles from them
+            env = dict(_env(), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+            p = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                 start_new_session=True)
+            self.procs.append(p)
+            return p
+
+    def _dvc(self, cwd: Path, *args: str) -> str:
+        p = self._popen(["dvc", *args], cwd)
+        out = p.communicate()[0]
+        assert p.returncode == 0, f"dvc {' '.join(args)}: " + out[-8000:]
+        return out
+
+    def _run(self) -> None:
+        try:
+            self._make()
+        except BaseException as e:  # raised again by `result`, in the test that asks
+            self.error = e
+
+    def _make(self) -> None:
+        """01_data and 02_teacher, then the quick run (`dvc repro 06_dynamics publish html`, what `make quick` runs)
+        and the plan's studies with their verdicts (`dvc repro evidence publish_evidence`) at once in two copies of
+        the workspace (each DVC command is one process; one workspace's lock would serialise them), then one
+        workspace holding both, whose `dvc status` must be clean."""
+        from odevit.repro.notebook import PLAN_V2
+        from odevit.repro.stages import v2_run_stages
+
+        work = self.work
+        self._dvc(work, "init", "--no-scm", "-q")
+        self._dvc(work, "config", "core.analytics", "false")
+        shutil.copytree(ROOT / ".dvc/plots", work / ".dvc/plots")  # the series templates of the multi-series CSVs
+        log = self._dvc(work, "repro", "02_teacher")
+        # plan v2's runs are committed files here, as in the repository: their stages (odevit.repro.stages) are
+        # recorded as they are, so the v2 notebooks' stages read them (after v2_verdicts) instead of retraining plan v2
+        log += self._dvc(work, "commit", "-f", *v2_run_stages(yaml.safe_load((work / "plan_v2.yaml").read_text())))
+        plan_work = work.parent / f"{work.name}_plan"
+        shutil.copytree(work, plan_work, symlinks=True)
+        t0, walls, logs = time.time(), [0.0, 0.0], ["", ""]
+        halves = [(work, ["06_dynamics", "publish", *PLAN_V2, "html"]), (plan_work, ["evidence", "publish_evidence"])]
+
+        def half(k):  # each half's output read to its end, and the time it ended
+            logs[k] = self._dvc(halves[k][0], "repro", *halves[k][1])
             walls[k] = time.time() - t0
-            return out
-        logs = list(pool.map(wait, range(2)))
-    for h, log in zip(halves, logs):
-        assert h.returncode == 0, log[-8000:]
-    _merge_run(plan_work, work)
-    (work / "repro.log").write_text(r.stdout + r.stderr + "".join(logs)
-                                    + f"\nhalves: quick {walls[0]:.0f} s, plan {walls[1]:.0f} s\n")
-    return work
+
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(half, range(2)))
+        _merge_run(plan_work, work)
+        (work / "repro.log").write_text(log + "".join(logs) + f"\nhalves: quick {walls[0]:.0f} s, plan {walls[1]:.0f} s\n")
+
+    def result(self) -> Path:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.work
+
+    def stop(self) -> None:
+        """End every DVC process still running (a session interrupted, or one that never asked for the result)."""
+        with self.lock:
+            self.stopped = True
+            for p in self.procs:
+                if p.poll() is None:
+                    try:
+                        os.killpg(p.pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+        self.thread.join(timeout=60)
+
+
+_BUILD: Dict[str, _Build] = {}
+
+
+def start(tmp_path_factory) -> None:
+    """Start making the tiny pipeline in the background (once a session)."""
+    if "build" not in _BUILD:
+        work = tmp_path_factory.mktemp("pipeline")
+        _prepare(work)
+        _BUILD["build"] = _Build(work)
+
+
+def stop() -> None:
+    if "build" in _BUILD:
+        _BUILD["build"].stop()
+
+
+@pytest.fixture(scope="session")
+def repro(tmp_path_factory):
+    """`dvc repro` of the real dvc.yaml and notebooks on tiny data (`_Build._make`), started in the background at the
+    session's first test (tests/conftest.py) or here, and waited for."""
+    start(tmp_path_factory)
+    return _BUILD["build"].result()
