@@ -214,7 +214,16 @@ def active_terms(cfg: Any) -> Dict[str, Term]:
         for f in (t.weight, t.from_epoch):
             if f is not None and not hasattr(cfg, f):
                 raise ValueError(f"term '{name}': the config has no field '{f}' (add it to the distill config)")
-    return {name: t for name, t in TERMS.items() if t.always or getattr(cfg, t.weight) > 0}
+    on = {name: t for name, t in TERMS.items() if t.always or getattr(cfg, t.weight) > 0}
+    if not on:
+        raise ValueError(f"the config switches on none of the terms {list(TERMS)}")
+    return on
+
+
+def wider_than_cls(cfg: Any) -> List[str]:
+    """The terms `cfg` switches on that need more of the teacher than its CLS states (its attention map, or more
+    tokens): where there is one, the teacher's cached CLS states cannot stand in for the teacher."""
+    return [name for name, t in active_terms(cfg).items() if t.teacher_attn or not t.cls_only(cfg)]
 
 
 def weighted_sum(terms: Dict[str, Term], inputs: TermInputs, cfg: Any, epoch: int):

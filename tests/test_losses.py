@@ -299,7 +299,7 @@ def test_the_objective_is_the_weighted_sum_of_the_registered_terms_in_order():
 
 
 def test_a_new_term_is_one_registered_function_and_one_config_field(monkeypatch):
-    """How a new loss is added (docs/architecture.md): a `@losses.term` function and its weight in the distill config
+    """How a new loss is added (docs/pipeline.md, "Which module a newcomer opens"): a `@losses.term` function and its weight in the distill config
     (here a subclass stands in for the new field of config.Distill). objectives.py is not touched: at weight 0 the
     loss is the same as without the term; at weight 0.5 it adds 0.5 x the term, logged under its name, with a
     gradient."""
@@ -337,6 +337,25 @@ def test_a_new_term_is_one_registered_function_and_one_config_field(monkeypatch)
     with pytest.raises(ValueError, match="'cls_norm' is already registered"):
         losses.term("cls_norm", weight="cls_norm_weight")(cls_norm)
 
+    # a term that reads the teacher's attention map: the pipeline no longer caches the teacher's CLS states for it
+    from odevit.repro import pipeline
+
+    @losses.term("t_map", weight="t_map_weight", teacher_attn=True)
+    def t_map(i, cfg):
+        return i.teacher_attn.float().mean()
+
+    @dataclasses.dataclass
+    class WithMap(WithNorm):
+        t_map_weight: float = 0.0
+
+    assert pipeline.cache_usable(WithMap(**base)) and losses.wider_than_cls(WithMap(**base)) == []
+    on = WithMap(**base, t_map_weight=1.0)
+    assert not pipeline.cache_usable(on) and losses.wider_than_cls(on) == ["t_map"]
+    loss, parts = objectives.distill(t, [2, 4], on)(s, x, y, 0)  # the teacher per batch, its last map computed
+    assert list(parts) == ["mse", "jasmin", "ce", "t_map"] and torch.isfinite(loss)
+    with pytest.raises(ValueError, match=r"the terms \['t_map'\] need more"):
+        objectives.distill(t, [2, 4], on, cache=torch.zeros(4, 2, 16))
+
 
 def test_every_registered_term_reads_fields_the_distill_config_has_and_presets_may_switch():
     from odevit.repro import config
@@ -347,8 +366,8 @@ def test_every_registered_term_reads_fields_the_distill_config_has_and_presets_m
             assert f in fields and f in config.SWITCH_KEYS, (name, f)
 
 
-def test_the_teacher_cache_is_refused_for_terms_that_need_more_than_cls_states():
-    from odevit.repro import config, objectives
+def test_the_teacher_cache_is_refused_for_terms_that_need_more_than_cls_states(monkeypatch):
+    from odevit.repro import config, objectives, pipeline
 
     t, _, cfg, _, _ = _distill_case()
     cache = torch.zeros(4, 2, 16)
@@ -357,3 +376,9 @@ def test_the_teacher_cache_is_refused_for_terms_that_need_more_than_cls_states()
     with pytest.raises(ValueError, match=r"the terms \['mse'\] need more"):
         objectives.distill(t, [2, 4], config.merged(cfg, mse_tokens="all"), cache=cache)
     objectives.distill(t, [2, 4], cfg, cache=cache)  # CLS states: the cache stands in
+    assert pipeline.cache_usable(cfg) and not pipeline.cache_usable(config.merged(cfg, attn_l1_weight=0.5))
+    assert not pipeline.cache_usable(config.merged(cfg, mse_tokens="all"))
+    assert not pipeline.cache_usable(config.merged(cfg, augment=True))
+    monkeypatch.setattr(losses, "TERMS", {k: v for k, v in losses.TERMS.items() if not v.always})  # no MSE
+    with pytest.raises(ValueError, match=r"switches on none of the terms \['jasmin', 'attn_l1', 'ce'\]"):
+        losses.active_terms(config.merged(cfg, jasmin_weight=0.0, ce_weight=0.0))

@@ -87,7 +87,12 @@ def _snapshot_teacher(work: Path) -> None:
     b, t = cfg["base"], cfg["teacher"]
     torch.manual_seed(0)
     model = pipeline.build_teacher(b, t).eval()
-    m = evaluate.evaluate_on_test(model, publish._data_spec(b, b.seed))  # as publish will evaluate it
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the publish stage will evaluate it: one thread, like every stage process here
+    try:
+        m = evaluate.evaluate_on_test(model, publish._data_spec(b, b.seed))
+    finally:
+        torch.set_num_threads(threads)
     snap = work / yaml.safe_load((ROOT / "plan.yaml").read_text())["publish"][-1]["snapshot"]
     (snap / "results/02_teacher").mkdir(parents=True)
     save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(snap / "teacher.safetensors"))
@@ -146,6 +151,10 @@ class _Build:
 
     def __init__(self, work: Path) -> None:
         self.work, self.error, self.procs = work, None, []
+        # the stage processes' environment, taken here in the main thread: a test that sets a variable for a moment
+        # (e.g. ODEVIT_MEMORY_LIMIT) never reaches them. One thread each: its models are tiny (a second thread speeds
+        # nothing up), and beside the other tests a second OpenMP thread of every stage process only spins
+        self.env = dict(_env(), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
         self.lock = threading.Lock()
         self.stopped = False
         self.thread = threading.Thread(target=self._run, name="tiny-pipeline", daemon=True)
@@ -156,10 +165,7 @@ class _Build:
         with self.lock:
             if self.stopped:
                 raise RuntimeError("the session ended before the tiny pipeline was made")
-            # one thread each: its models are tiny (a second thread speeds nothing up), and beside the other tests a
-            # second OpenMP thread of every stage process only spins, taking cycles from them
-            env = dict(_env(), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-            p = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            p = subprocess.Popen(cmd, cwd=cwd, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                  start_new_session=True)
             self.procs.append(p)
             return p
@@ -225,15 +231,19 @@ class _Build:
         self.thread.join(timeout=60)
 
 
-_BUILD: Dict[str, _Build] = {}
+_BUILD: Dict[str, object] = {}  # "build": the session's _Build, or "error": why its workspace could not be prepared
 
 
 def start(tmp_path_factory) -> None:
-    """Start making the tiny pipeline in the background (once a session)."""
-    if "build" not in _BUILD:
-        work = tmp_path_factory.mktemp("pipeline")
-        _prepare(work)
-        _BUILD["build"] = _Build(work)
+    """Start making the tiny pipeline in the background (once a session). A failure while preparing its workspace is
+    kept for the tests that read the pipeline (`repro` raises it), not raised in every test's setup."""
+    if not _BUILD:
+        try:
+            work = tmp_path_factory.mktemp("pipeline")
+            _prepare(work)
+            _BUILD["build"] = _Build(work)
+        except Exception as e:
+            _BUILD["error"] = e
 
 
 def stop() -> None:
@@ -246,4 +256,6 @@ def repro(tmp_path_factory):
     """`dvc repro` of the real dvc.yaml and notebooks on tiny data (`_Build._make`), started in the background at the
     session's first test (tests/conftest.py) or here, and waited for."""
     start(tmp_path_factory)
+    if "error" in _BUILD:
+        raise _BUILD["error"]
     return _BUILD["build"].result()

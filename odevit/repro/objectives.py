@@ -7,7 +7,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..losses import TermInputs, active_terms, jasmin, weighted_sum
+from ..losses import TermInputs, active_terms, jasmin, weighted_sum, wider_than_cls
 from ..teacher import hidden_states, last_attention
 from .config import Distill, Scratch
 
@@ -63,11 +63,10 @@ def distill(teacher: nn.Module, checkpoints: Sequence[int], cfg: Distill, *, cac
     the fast path (`fast.py`) draws N outside the objective and builds one objective per N.
     `grid`: the patch grid's side for the attention-map L1 term (default: from the number of patches)."""
     terms = active_terms(cfg)
-    if cache is not None:
-        wider = [name for name, t in terms.items() if t.teacher_attn or not t.cls_only(cfg)]
-        if wider:
-            raise ValueError(f"cache: holds the teacher's CLS states only; the terms {wider} need more (mse_tokens "
-                             "'cls', attn_l1_weight 0)")
+    wider = wider_than_cls(cfg) if cache is not None else []
+    if wider:
+        raise ValueError(f"cache: holds the teacher's CLS states only; the terms {wider} need more (mse_tokens "
+                         "'cls', attn_l1_weight 0)")
     return_attn = any(t.attn for t in terms.values())
     teacher_attn = any(t.teacher_attn for t in terms.values())
     choices = sorted(step_schedules) if step_schedules else []

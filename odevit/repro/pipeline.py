@@ -19,6 +19,7 @@ import torch.nn as nn
 from . import data, distributed, objectives, train
 from .files import read_json, save_figure, write_csv, write_json  # noqa: F401  (the stages call pipeline.write_json, ...)
 from .config import TEACHER_SHAPE, Base, ConfigError, Distill, Optim, Scratch, Teacher, resolve_teacher
+from ..losses import wider_than_cls
 from ..model import ODEViT
 from ..schedule import checkpoint_indices, layer_distances
 from ..teacher import create_teacher, hidden_states, student_from_teacher
@@ -84,7 +85,9 @@ def step_schedules(distances: Sequence[float], cfg: Distill) -> Optional[Dict[in
 
 
 def cache_usable(cfg: Distill) -> bool:
-    return not (cfg.augment or cfg.mse_tokens != "cls" or cfg.attn_l1_weight > 0)
+    """Whether the teacher's CLS states, computed once, can stand in for it: no augmentation, and no switched-on loss
+    term that needs more of it (`losses.wider_than_cls`: mse_tokens 'all', the attention-map L1)."""
+    return not (cfg.augment or wider_than_cls(cfg))
 
 
 def teacher_cache(teacher: nn.Module, loader: data.Loader, cfg: Distill, device: torch.device,
