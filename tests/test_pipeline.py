@@ -341,6 +341,7 @@ def test_stopping_the_background_pipeline_ends_every_process_it_started(tmp_path
             self.grandchild = int(p.stdout.readline())
             p.communicate()
 
+    shutil.copy(ROOT / "plan_v2.yaml", tmp_path)  # a workspace's file the build reads when it starts
     b = Sleepy(tmp_path)
     deadline = time.time() + 60
     while not hasattr(b, "grandchild") and time.time() < deadline:

@@ -155,6 +155,11 @@ class _Build:
         # (e.g. ODEVIT_MEMORY_LIMIT) never reaches them. One thread each: its models are tiny (a second thread speeds
         # nothing up), and beside the other tests a second OpenMP thread of every stage process only spins
         self.env = dict(_env(), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        from odevit.repro.notebook import PLAN_V2  # imported here too, not in the thread beside a test
+        from odevit.repro.stages import v2_run_stages
+
+        self.plan_v2 = PLAN_V2
+        self.v2_runs = v2_run_stages(yaml.safe_load((work / "plan_v2.yaml").read_text()))
         self.lock = threading.Lock()
         self.stopped = False
         self.thread = threading.Thread(target=self._run, name="tiny-pipeline", daemon=True)
@@ -187,9 +192,6 @@ class _Build:
         and the plan's studies with their verdicts (`dvc repro evidence publish_evidence`) at once in two copies of
         the workspace (each DVC command is one process; one workspace's lock would serialise them), then one
         workspace holding both, whose `dvc status` must be clean."""
-        from odevit.repro.notebook import PLAN_V2
-        from odevit.repro.stages import v2_run_stages
-
         work = self.work
         self._dvc(work, "init", "--no-scm", "-q")
         self._dvc(work, "config", "core.analytics", "false")
@@ -197,11 +199,12 @@ class _Build:
         log = self._dvc(work, "repro", "02_teacher")
         # plan v2's runs are committed files here, as in the repository: their stages (odevit.repro.stages) are
         # recorded as they are, so the v2 notebooks' stages read them (after v2_verdicts) instead of retraining plan v2
-        log += self._dvc(work, "commit", "-f", *v2_run_stages(yaml.safe_load((work / "plan_v2.yaml").read_text())))
+        log += self._dvc(work, "commit", "-f", *self.v2_runs)
         plan_work = work.parent / f"{work.name}_plan"
         shutil.copytree(work, plan_work, symlinks=True)
         t0, walls, logs = time.time(), [0.0, 0.0], ["", ""]
-        halves = [(work, ["06_dynamics", "publish", *PLAN_V2, "html"]), (plan_work, ["evidence", "publish_evidence"])]
+        halves = [(work, ["06_dynamics", "publish", *self.plan_v2, "html"]),
+                  (plan_work, ["evidence", "publish_evidence"])]
 
         def half(k):  # each half's output read to its end, and the time it ended
             logs[k] = self._dvc(halves[k][0], "repro", *halves[k][1])
