@@ -23,7 +23,8 @@ from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 import pytest
 import tiny_pipeline
-from tiny_pipeline import repro  # noqa: F401  (the tiny pipeline, made once a session for every module that asks)
+from tiny_pipeline import background, repro  # noqa: F401  (the tiny pipeline, made once a session for every module
+# that asks; a test's background check)
 
 INTERVAL_S = 0.5
 
@@ -203,6 +204,9 @@ _DURATIONS: Dict[str, Durations] = {}
 def pytest_configure(config):
     config.addinivalue_line("markers", "alone: run after the tiny pipeline's processes have ended (tests/conftest.py: "
                                        "its memory or its cores would come on top of theirs)")
+    config.addinivalue_line("markers", "background(fn): fn(work, job) runs in the background once the tiny pipeline's "
+                                       "processes have ended; the test, run last, waits for it (the `background` "
+                                       "fixture, tests/tiny_pipeline.py)")
     if hasattr(config, "workerinput"):  # a pytest-xdist worker: the controller records the suite
         return
     if sys.platform.startswith("linux"):  # the controller, or a serial run
@@ -284,8 +288,12 @@ def pytest_terminal_summary(terminalreporter):
 
 def _order(item) -> int:
     """0: the tests that run while the tiny pipeline is made in the background; 1: the tests that read it (the first
-    waits for it); 2: the tests marked `alone` (the paper presets at their shapes, ~6 GB; DVC on a fresh clone of the
-    real pipeline, two processes), once its processes have ended."""
+    waits for it); 2: the tests marked `alone` (the paper presets at their shapes, ~6 GB a process), once its
+    processes have ended; 3: the tests marked `background`, whose commands ran beside the tests since the pipeline's
+    processes ended (DVC on a fresh clone of the real pipeline: mostly one DVC process, one core, which the tests
+    after the pipeline leave idle about a third of the time: docs/tests.md)."""
+    if item.get_closest_marker("background"):
+        return 3
     if item.get_closest_marker("alone"):
         return 2
     return 1 if "repro" in getattr(item, "fixturenames", ()) else 0
@@ -298,9 +306,12 @@ def pytest_collection_modifyitems(session, config, items):
 @pytest.fixture(scope="session", autouse=True)
 def _tiny_pipeline_in_background(request, tmp_path_factory):
     """Start the tiny pipeline (tests/tiny_pipeline.py) at the session's first test when a selected test reads it, so
-    that it is made while the tests that do not read it run; at the end, stop what is still running (an interrupted
-    session leaves no DVC process behind)."""
+    that it is made while the tests that do not read it run, and the selected tests' background checks, which start
+    when it ends; at the end, stop what is still running (an interrupted session leaves no DVC process behind)."""
     if any(_order(item) == 1 for item in request.session.items):
         tiny_pipeline.start(tmp_path_factory)
+    for item in request.session.items:  # after the pipeline: each check waits for its processes to end
+        if item.get_closest_marker("background"):
+            tiny_pipeline.start_job(item.get_closest_marker("background").args[0], tmp_path_factory)
     yield
     tiny_pipeline.stop()

@@ -241,9 +241,7 @@ def test_source_notebooks_are_clean(nb):
     assert d["cells"][0]["cell_type"] == "markdown" and ["parameters"] in tags
 
 
-@pytest.mark.slow
-@pytest.mark.alone  # two DVC processes reading the whole pipeline: after the tiny pipeline's (tests/conftest.py)
-def test_dvc_commands_work_on_a_fresh_clone(tmp_path):
+def fresh_clone(work, job) -> None:
     """git clone (committed results and weights, no DVC cache, no checkpoints): status (which plans every stage of
     the real pipeline), dag, exp show, and the documented `dvc exp run -S ...` examples together as one dry run of
     the quick run: the examples set params.yaml's study block, which the quick run's stages read (`cell`,
@@ -252,12 +250,11 @@ def test_dvc_commands_work_on_a_fresh_clone(tmp_path):
     it took 74 s instead of 48 s on the 2-core AMD EPYC, and `dvc status` beside it plans every stage anyway.
     docs/plan.md's example study planned in the other clone. Two clones, each running its commands one after another,
     the two at once: each command is one single-threaded DVC process, and two DVC processes in one repository would
-    wait on its lock."""
+    wait on its lock. Run in the background (`job`: tests/tiny_pipeline.py) by test_dvc_commands_work_on_a_fresh_clone."""
     if not (ROOT / ".git").exists():
-        pytest.skip("not a git checkout")
+        return
     from concurrent.futures import ThreadPoolExecutor
 
-    env = _env()
     readme = "\n".join((ROOT / p).read_text() for p in ("README.md", "docs/pipeline.md", "docs/results.md"))
     examples = [shlex.split(m) for m in re.findall(r"dvc exp run ((?:-S (?:'[^']*'|[^\s`$]+) ?)+)", readme)]
     assert len(examples) >= 3  # the documented `dvc exp run -S ...` examples, each checked as a dry run below
@@ -267,9 +264,10 @@ def test_dvc_commands_work_on_a_fresh_clone(tmp_path):
     cmds = [[["dvc", "exp", "run", "--dry", *(a for args in examples for a in args), *quick], ["dvc", "status"],
              ["dvc", "dag"]],
             [["dvc", "exp", "show", "--no-pager"]]]
-    clones = [tmp_path / f"c{i}" for i in range(2)]
+    clones = [work / f"c{i}" for i in range(2)]
     for c in clones:
-        subprocess.run(["git", "clone", "-q", str(ROOT), str(c)], check=True)
+        r = job.run(["git", "clone", "-q", str(ROOT), str(c)], work)
+        assert r.returncode == 0, r.stderr
     # docs/plan.md's example study, added as its "Adding a study" says: one block in plan.yaml, then `make study`,
     # whose first step (python -m odevit.repro.stages) runs here; then DVC plans its runs (`dvc repro --dry
     # my_ablation`, among the commands; tests/test_plan.py checks make study's steps and their order)
@@ -281,15 +279,12 @@ def test_dvc_commands_work_on_a_fresh_clone(tmp_path):
         f.write(textwrap.indent(block, "  "))
     plan = yaml.safe_load((clones[1] / "plan.yaml").read_text())
     assert plan["studies"]["my_ablation"] == example["my_ablation"]
-    subprocess.run([sys.executable, "-m", "odevit.repro.stages"], cwd=clones[1], env=env, check=True)
+    r = job.run([sys.executable, "-m", "odevit.repro.stages"], clones[1])
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     cmds[1].insert(0, ["dvc", "repro", "--dry", "my_ablation"])  # in the clone whose plan has it
 
     def run_half(i):
-        out = []
-        for cmd in cmds[i]:
-            r = subprocess.run(cmd, cwd=clones[i], env=env, capture_output=True, text=True)
-            out.append((cmd, r))
-        return out
+        return [(cmd, job.run(cmd, clones[i])) for cmd in cmds[i]]
 
     with ThreadPoolExecutor(2) as pool:
         results = [x for half in pool.map(run_half, range(2)) for x in half]
@@ -299,6 +294,49 @@ def test_dvc_commands_work_on_a_fresh_clone(tmp_path):
     dry = next(r for cmd, r in results if cmd[-1] == "my_ablation").stdout
     runs = [f"my_ablation@{c}-{s}" for c in example["my_ablation"]["cells"] for s in example["my_ablation"]["seeds"]]
     assert all(f"Running stage '{r}'" in dry for r in runs), dry[-2000:]
+
+
+@pytest.mark.slow
+@pytest.mark.background.with_args(fresh_clone)  # its DVC processes run beside the tests after the tiny pipeline's (conftest.py)
+def test_dvc_commands_work_on_a_fresh_clone(background):
+    """DVC's commands on a fresh clone of the repository, and docs/plan.md's example study (`fresh_clone`)."""
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+
+
+def test_a_background_check_waits_for_the_pipeline_and_fails_in_its_test(tmp_path):
+    """A `background` check (tests/tiny_pipeline.py `Job`) starts its commands only once the thread it follows has
+    ended, and what it raised is raised where its test asks for the result; `stop` ends a check still running."""
+    import threading
+    import time
+
+    import tiny_pipeline
+
+    gate, seen = threading.Event(), []
+    pipeline = threading.Thread(target=gate.wait)
+    pipeline.start()
+
+    def check(work, job):
+        seen.append(job.run([sys.executable, "-c", "print(6 * 7)"], work).stdout.strip())
+        assert seen == ["41"], seen
+
+    job = tiny_pipeline.Job(check, tmp_path, pipeline)
+    time.sleep(0.5)
+    assert seen == [] and job.thread.is_alive()  # the "pipeline" is still running
+    gate.set()
+    with pytest.raises(AssertionError, match="42"):
+        job.result()
+
+    def sleeper(work, job):
+        job.run([sys.executable, "-c", "import time; time.sleep(60)"], work)
+
+    job = tiny_pipeline.Job(sleeper, tmp_path, None)
+    deadline = time.time() + 30
+    while not job.procs and time.time() < deadline:
+        time.sleep(0.05)
+    t0 = time.time()
+    job.stop()
+    assert time.time() - t0 < 10 and not job.thread.is_alive() and job.procs[0].poll() is not None
 
 
 def test_stage_per_notebook():

@@ -13,7 +13,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Dict
+from typing import Callable, Dict, Optional
 
 import pytest
 import yaml
@@ -146,46 +146,80 @@ def _prepare(work: Path) -> None:
     _snapshot_teacher(work)
 
 
-class _Build:
+class _Background:
+    """Work made in a background thread of this pytest process (`_body`), every command it runs in a process group
+    of its own (`_popen`), so that `stop` ends each command with every process it started."""
+
+    def __init__(self, env: dict) -> None:
+        self.error, self.procs, self.env = None, [], env
+        self.lock = threading.Lock()
+        self.stopped = False
+        self.thread = threading.Thread(target=self._run, name=type(self).__name__, daemon=True)
+
+    def _popen(self, cmd, cwd: Path, stderr=subprocess.STDOUT) -> subprocess.Popen:
+        """A command in a process group of its own (`stop` ends it with every process it started)."""
+        with self.lock:
+            if self.stopped:
+                raise RuntimeError(f"the session ended before {self.what} was made")
+            p = subprocess.Popen(cmd, cwd=cwd, env=self.env, stdout=subprocess.PIPE, stderr=stderr, text=True,
+                                 start_new_session=True)
+            self.procs.append(p)
+            return p
+
+    def _run(self) -> None:
+        try:
+            self._body()
+        except BaseException as e:  # raised again by `result`, in the test that asks
+            self.error = e
+
+    def result(self):
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+    def halt(self) -> None:
+        """End every command still running, and start no other (a session interrupted, or one that never asked)."""
+        with self.lock:
+            self.stopped = True
+            for p in self.procs:
+                if p.poll() is None:
+                    try:
+                        os.killpg(p.pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+
+    def stop(self) -> None:
+        self.halt()
+        self.thread.join(timeout=60)
+
+
+class _Build(_Background):
     """The session's one tiny pipeline: its workspace, the thread making it, the DVC processes it runs."""
 
+    what = "the tiny pipeline"
+
     def __init__(self, work: Path) -> None:
-        self.work, self.error, self.procs = work, None, []
         # the stage processes' environment, taken here in the main thread: a test that sets a variable for a moment
         # (e.g. ODEVIT_MEMORY_LIMIT) never reaches them. One thread each: its models are tiny (a second thread speeds
         # nothing up), and beside the other tests a second OpenMP thread of every stage process only spins
-        self.env = dict(_env(), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        super().__init__(dict(_env(), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1"))
+        self.work = self.value = work
         from odevit.repro.notebook import PLAN_V2  # imported here too, not in the thread beside a test
         from odevit.repro.stages import v2_run_stages
 
         self.plan_v2 = PLAN_V2
         self.v2_runs = v2_run_stages(yaml.safe_load((work / "plan_v2.yaml").read_text()))
-        self.lock = threading.Lock()
-        self.stopped = False
-        self.thread = threading.Thread(target=self._run, name="tiny-pipeline", daemon=True)
         self.thread.start()
 
-    def _popen(self, cmd, cwd: Path) -> subprocess.Popen:
-        """A DVC command in a process group of its own (`stop` ends it with every stage process it started)."""
-        with self.lock:
-            if self.stopped:
-                raise RuntimeError("the session ended before the tiny pipeline was made")
-            p = subprocess.Popen(cmd, cwd=cwd, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                 start_new_session=True)
-            self.procs.append(p)
-            return p
+    def _body(self) -> None:
+        self._make()
 
     def _dvc(self, cwd: Path, *args: str) -> str:
         p = self._popen(["dvc", *args], cwd)
         out = p.communicate()[0]
         assert p.returncode == 0, f"dvc {' '.join(args)}: " + out[-8000:]
         return out
-
-    def _run(self) -> None:
-        try:
-            self._make()
-        except BaseException as e:  # raised again by `result`, in the test that asks
-            self.error = e
 
     def _make(self) -> None:
         """01_data and 02_teacher, then the quick run (`dvc repro 06_dynamics publish html`, what `make quick` runs)
@@ -215,23 +249,30 @@ class _Build:
         _merge_run(plan_work, work)
         (work / "repro.log").write_text(log + "".join(logs) + f"\nhalves: quick {walls[0]:.0f} s, plan {walls[1]:.0f} s\n")
 
-    def result(self) -> Path:
-        self.thread.join()
-        if self.error is not None:
-            raise self.error
-        return self.work
 
-    def stop(self) -> None:
-        """End every DVC process still running (a session interrupted, or one that never asked for the result)."""
-        with self.lock:
-            self.stopped = True
-            for p in self.procs:
-                if p.poll() is None:
-                    try:
-                        os.killpg(p.pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-        self.thread.join(timeout=60)
+class Job(_Background):
+    """A test's commands, run in the background once the tiny pipeline's processes have ended (`after`: its thread),
+    while the tests after them run: `fn(work, job)` in an empty folder `work`, its commands through `job.run`. The test
+    marked `background(fn)` waits for it (the `background` fixture, last in the session: tests/conftest.py) and fails
+    with what `fn` raised; where `fn` asserts, the assertion is the test's."""
+
+    what = "a background check"
+
+    def __init__(self, fn: Callable, work: Path, after: Optional[threading.Thread]) -> None:
+        super().__init__(_env())  # taken here, in the main thread, as the pipeline's
+        self.fn, self.work, self.after, self.value = fn, work, after, None
+        self.thread.start()
+
+    def _body(self) -> None:
+        if self.after is not None:
+            self.after.join()
+        self.value = self.fn(self.work, self)
+
+    def run(self, cmd, cwd: Path) -> subprocess.CompletedProcess:
+        """`subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)` in a process group `stop` ends."""
+        p = self._popen(cmd, cwd, stderr=subprocess.PIPE)
+        out, err = p.communicate()
+        return subprocess.CompletedProcess(cmd, p.returncode, out, err)
 
 
 _BUILD: Dict[str, object] = {}  # "build": the session's _Build, or "error": why its workspace could not be prepared
@@ -249,9 +290,25 @@ def start(tmp_path_factory) -> None:
             _BUILD["error"] = e
 
 
+_JOBS: Dict[Callable, Job] = {}  # the session's background checks, by their function
+
+
+def start_job(fn: Callable, tmp_path_factory) -> None:
+    """Start `fn` (a test's `background` marker) once a session, after the tiny pipeline where one is being made."""
+    if fn not in _JOBS:
+        after = _BUILD["build"].thread if "build" in _BUILD else None
+        _JOBS[fn] = Job(fn, tmp_path_factory.mktemp(fn.__name__), after)
+
+
 def stop() -> None:
-    if "build" in _BUILD:
-        _BUILD["build"].stop()
+    """End the pipeline's and the background checks' commands (all halted first: a check waiting on the pipeline
+    would otherwise wait for it), then wait for their threads."""
+    running = [_BUILD["build"]] if "build" in _BUILD else []
+    running += _JOBS.values()
+    for b in running:
+        b.halt()
+    for b in running:
+        b.thread.join(timeout=60)
 
 
 @pytest.fixture(scope="session")
@@ -262,3 +319,12 @@ def repro(tmp_path_factory):
     if "error" in _BUILD:
         raise _BUILD["error"]
     return _BUILD["build"].result()
+
+
+@pytest.fixture
+def background(request, tmp_path_factory):
+    """What the function of the test's `background(fn)` marker returned (`Job`): started at the session's first test
+    (tests/conftest.py) or here, and waited for."""
+    fn = request.node.get_closest_marker("background").args[0]
+    start_job(fn, tmp_path_factory)
+    return _JOBS[fn].result()
