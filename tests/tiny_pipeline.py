@@ -290,6 +290,11 @@ def start(tmp_path_factory) -> None:
             _BUILD["error"] = e
 
 
+def running() -> bool:
+    """Whether the tiny pipeline's processes are still being run (in the background thread)."""
+    return "build" in _BUILD and _BUILD["build"].thread.is_alive()
+
+
 _JOBS: Dict[Callable, Job] = {}  # the session's background checks, by their function
 
 
