@@ -204,9 +204,9 @@ _DURATIONS: Dict[str, Durations] = {}
 def pytest_configure(config):
     config.addinivalue_line("markers", "alone: run after the tiny pipeline's processes have ended (tests/conftest.py: "
                                        "its memory or its cores would come on top of theirs)")
-    config.addinivalue_line("markers", "background(fn): fn(work, job) runs in the background once the tiny pipeline's "
-                                       "processes have ended; the test, run last, waits for it (the `background` "
-                                       "fixture, tests/tiny_pipeline.py)")
+    config.addinivalue_line("markers", "background(fn, pipeline=False): fn(work, job) runs in the background once the "
+                                       "tiny pipeline's processes have ended; the test, run after the others but the "
+                                       "presets, waits for it (the `background` fixture, tests/tiny_pipeline.py)")
     if hasattr(config, "workerinput"):  # a pytest-xdist worker: the controller records the suite
         return
     if sys.platform.startswith("linux"):  # the controller, or a serial run
@@ -284,13 +284,13 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 @pytest.fixture(autouse=True)
 def _one_thread_beside_the_pipeline():
-    """While the tiny pipeline's processes run (two at once, one core each), a test's torch ops in this process, and
-    the processes it starts, use one thread. With two, each parallel op waited for a thread the pipeline's processes
+    """While background work runs (the tiny pipeline's processes, two at once, one core each; a test's background
+    check), a test's torch ops in this process, and the processes it starts, use one thread. With two, each parallel op waited for a thread the pipeline's processes
     kept off its core: the evaluation of a published model on the test set (test_hub) took 15 s instead of 11 s
     beside two busy processes, on 17.5 instead of 10.5 s of CPU (2-core AMD EPYC; 4.4 s alone with two threads).
     Results do not depend on it (no test compares a thread count with a number); the thread count and environment
     are restored after the test."""
-    if not tiny_pipeline.running():
+    if not tiny_pipeline.busy():
         yield
         return
     import torch
@@ -312,19 +312,22 @@ def _one_thread_beside_the_pipeline():
 def pytest_terminal_summary(terminalreporter):
     if "tree" in _MEMORY:
         terminalreporter.write_line(_MEMORY.pop("tree").summary())
+    if "run" in _DURATIONS and tiny_pipeline.timeline(_DURATIONS["run"].started):
+        terminalreporter.write_line(tiny_pipeline.timeline(_DURATIONS["run"].started))
     if "run" in _DURATIONS and _DURATIONS["run"].note:
         terminalreporter.write_line(_DURATIONS.pop("run").note)
 
 
 def _order(item) -> int:
     """0: the tests that run while the tiny pipeline is made in the background; 1: the tests that read it (the first
-    waits for it); 2: the tests marked `alone` (the paper presets at their shapes, ~6 GB a process), once its
-    processes have ended; 3: the tests marked `background`, whose commands ran beside the tests since the pipeline's
-    processes ended (DVC on a fresh clone of the real pipeline: mostly one DVC process, one core, which the tests
-    after the pipeline leave idle about a third of the time: docs/tests.md)."""
-    if item.get_closest_marker("background"):
-        return 3
+    waits for it); 2: the tests marked `background`, whose commands ran beside the tests since the pipeline's
+    processes ended (DVC on a fresh clone of the real pipeline, two notebooks run on a copy of the pipeline: one
+    process at a time, one core, which the tests after the pipeline leave idle about a third of the time:
+    docs/tests.md); 3: the tests marked `alone` (the paper presets at their shapes, ~6 GB a process, two threads),
+    once every background process has ended."""
     if item.get_closest_marker("alone"):
+        return 3
+    if item.get_closest_marker("background"):
         return 2
     return 1 if "repro" in getattr(item, "fixturenames", ()) else 0
 
@@ -342,6 +345,9 @@ def _tiny_pipeline_in_background(request, tmp_path_factory):
         tiny_pipeline.start(tmp_path_factory)
     for item in request.session.items:  # after the pipeline: each check waits for its processes to end
         if item.get_closest_marker("background"):
-            tiny_pipeline.start_job(item.get_closest_marker("background").args[0], tmp_path_factory)
+            try:
+                tiny_pipeline.start_job(item.get_closest_marker("background"), tmp_path_factory)
+            except Exception:  # the pipeline's workspace could not be prepared: its tests say why (`repro`)
+                pass
     yield
     tiny_pipeline.stop()

@@ -175,16 +175,16 @@ def test_publish_stage_writes_verified_weights(repro):
         assert set(e["converged_plan"]) == {"converged", "gain_last_pts", "threshold_pts"}
 
 
-@pytest.mark.slow
-def test_dynamics_notebook_runs_from_published_weights(repro, tmp_path):
-    work = tmp_path / "w"
-    shutil.copytree(repro, work, ignore=shutil.ignore_patterns("checkpoints", ".dvc"))  # no trained checkpoints
+def dynamics_from_published(tmp, job) -> None:
+    """06_dynamics run by papermill on a copy of the tiny pipeline without its trained checkpoints, with
+    dynamics.weights: published (plan v2's published models)."""
+    work = tmp / "w"
+    shutil.copytree(job.pipeline(), work, ignore=shutil.ignore_patterns("checkpoints", ".dvc"))  # no trained checkpoints
     params = yaml.safe_load((work / "params.yaml").read_text())
     params["dynamics"]["weights"] = "published"
     (work / "params.yaml").write_text(yaml.safe_dump(params))
-    env = _env()
-    r = subprocess.run(["papermill", "-k", "python3", "--cwd", ".", "-f", "params.yaml", "notebooks/06_dynamics.ipynb",
-                        str(tmp_path / "06.ipynb")], cwd=work, env=env, capture_output=True, text=True)
+    r = job.run(["papermill", "-k", "python3", "--cwd", ".", "-f", "params.yaml", "notebooks/06_dynamics.ipynb",
+                 str(tmp / "06.ipynb")], work)
     assert r.returncode == 0, r.stderr[-3000:]
     m = json.loads((work / "results/06_dynamics/metrics.json").read_text())
     ref = json.loads((ROOT / "weights/v2/manifest.json").read_text())["weights"]["odevit_small_patch7_28.fmnist_v2_distill"]
@@ -192,17 +192,27 @@ def test_dynamics_notebook_runs_from_published_weights(repro, tmp_path):
 
 
 @pytest.mark.slow
-def test_notebook_runs_when_opened_from_notebooks_dir(repro, tmp_path):
+@pytest.mark.background.with_args(dynamics_from_published, pipeline=True)  # beside the tests (tests/conftest.py)
+def test_dynamics_notebook_runs_from_published_weights(background):
+    """06_dynamics runs from the published weights alone (`dynamics_from_published`, a background check)."""
+
+
+def notebook_from_its_folder(tmp, job) -> None:
     """As in Jupyter: kernel started in notebooks/, no injected parameters (params.yaml is read from the root)."""
-    work = tmp_path / "w"
-    shutil.copytree(repro, work, ignore=shutil.ignore_patterns("checkpoints", ".dvc"))
+    work = tmp / "w"
+    shutil.copytree(job.pipeline(), work, ignore=shutil.ignore_patterns("checkpoints", ".dvc"))
     (work / "results/01_data/metrics.json").unlink()
-    env = _env()
-    r = subprocess.run(["papermill", "-k", "python3", "--cwd", "notebooks", "notebooks/01_data.ipynb",
-                        str(tmp_path / "01.ipynb")], cwd=work, env=env, capture_output=True, text=True)
+    r = job.run(["papermill", "-k", "python3", "--cwd", "notebooks", "notebooks/01_data.ipynb", str(tmp / "01.ipynb")],
+                work)
     assert r.returncode == 0, r.stderr[-3000:]
     assert json.loads((work / "results/01_data/metrics.json").read_text())["dataset"] == "synthetic"
     assert not (work / "notebooks/results").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.background.with_args(notebook_from_its_folder, pipeline=True)
+def test_notebook_runs_when_opened_from_notebooks_dir(background):
+    """A notebook run as Jupyter runs it, from notebooks/ (`notebook_from_its_folder`, a background check)."""
 
 
 @pytest.mark.slow
@@ -309,12 +319,13 @@ def test_a_background_check_waits_for_the_pipeline_and_fails_in_its_test(tmp_pat
     ended, and what it raised is raised where its test asks for the result; `stop` ends a check still running."""
     import threading
     import time
+    import types
 
     import tiny_pipeline
 
     gate, seen = threading.Event(), []
-    pipeline = threading.Thread(target=gate.wait)
-    pipeline.start()
+    pipeline = types.SimpleNamespace(thread=threading.Thread(target=gate.wait))  # a build's thread, still running
+    pipeline.thread.start()
 
     def check(work, job):
         seen.append(job.run([sys.executable, "-c", "print(6 * 7)"], work).stdout.strip())

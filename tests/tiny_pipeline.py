@@ -167,10 +167,13 @@ class _Background:
             return p
 
     def _run(self) -> None:
+        self.began = time.time()
         try:
             self._body()
         except BaseException as e:  # raised again by `result`, in the test that asks
             self.error = e
+        finally:
+            self.ended = time.time()
 
     def result(self):
         self.thread.join()
@@ -251,22 +254,30 @@ class _Build(_Background):
 
 
 class Job(_Background):
-    """A test's commands, run in the background once the tiny pipeline's processes have ended (`after`: its thread),
-    while the tests after them run: `fn(work, job)` in an empty folder `work`, its commands through `job.run`. The test
-    marked `background(fn)` waits for it (the `background` fixture, last in the session: tests/conftest.py) and fails
-    with what `fn` raised; where `fn` asserts, the assertion is the test's."""
+    """A test's commands, run in the background once the tiny pipeline's processes have ended (`after`: the build),
+    while the tests after them run: `fn(work, job)` in an empty folder `work`, its commands through `job.run` (one
+    OpenMP thread each: they run beside a test), the pipeline's workspace through `job.pipeline()`. The test marked
+    `background(fn)` waits for it (the `background` fixture: tests/conftest.py runs those tests after the others but
+    the presets) and fails with what `fn` raised; where `fn` asserts, the assertion is the test's."""
 
     what = "a background check"
 
-    def __init__(self, fn: Callable, work: Path, after: Optional[threading.Thread]) -> None:
-        super().__init__(_env())  # taken here, in the main thread, as the pipeline's
+    def __init__(self, fn: Callable, work: Path, after: Optional[_Build]) -> None:
+        super().__init__(dict(_env(), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1"))  # taken here, in the main thread
         self.fn, self.work, self.after, self.value = fn, work, after, None
         self.thread.start()
 
     def _body(self) -> None:
         if self.after is not None:
-            self.after.join()
+            self.after.thread.join()
+        self.began = time.time()  # its own commands start here
         self.value = self.fn(self.work, self)
+
+    def pipeline(self) -> Path:
+        """The tiny pipeline's workspace (`repro`); what its making raised, if it failed."""
+        if self.after is None:
+            raise RuntimeError("no tiny pipeline in this session: mark the test background.with_args(fn, pipeline=True)")
+        return self.after.result()
 
     def run(self, cmd, cwd: Path) -> subprocess.CompletedProcess:
         """`subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)` in a process group `stop` ends."""
@@ -290,19 +301,31 @@ def start(tmp_path_factory) -> None:
             _BUILD["error"] = e
 
 
-def running() -> bool:
-    """Whether the tiny pipeline's processes are still being run (in the background thread)."""
-    return "build" in _BUILD and _BUILD["build"].thread.is_alive()
+def busy() -> bool:
+    """Whether background work runs now: the tiny pipeline's processes or a test's background check."""
+    return any(b.thread.is_alive() for b in ([_BUILD["build"]] if "build" in _BUILD else []) + list(_JOBS.values()))
 
 
 _JOBS: Dict[Callable, Job] = {}  # the session's background checks, by their function
 
 
-def start_job(fn: Callable, tmp_path_factory) -> None:
-    """Start `fn` (a test's `background` marker) once a session, after the tiny pipeline where one is being made."""
+def start_job(marker, tmp_path_factory) -> None:
+    """Start the check of a test's `background(fn)` marker, once a session: after the tiny pipeline where one is
+    being made (and where the marker says `pipeline=True`, the pipeline is started for it)."""
+    fn = marker.args[0]
     if fn not in _JOBS:
-        after = _BUILD["build"].thread if "build" in _BUILD else None
-        _JOBS[fn] = Job(fn, tmp_path_factory.mktemp(fn.__name__), after)
+        if marker.kwargs.get("pipeline"):
+            start(tmp_path_factory)
+            if "error" in _BUILD:
+                raise _BUILD["error"]
+        _JOBS[fn] = Job(fn, tmp_path_factory.mktemp(fn.__name__), _BUILD.get("build"))
+
+
+def timeline(t0: float) -> str:
+    """When the background work ran, in seconds from `t0` (the session's start): one line for the terminal summary."""
+    done = ([("tiny pipeline", _BUILD["build"])] if "build" in _BUILD else []) + [(f.__name__, j) for f, j in _JOBS.items()]
+    return "background work (s from the session's start): " + "; ".join(
+        f"{name} {b.began - t0:.0f}-{b.ended - t0:.0f}" for name, b in done if hasattr(b, "ended")) if done else ""
 
 
 def stop() -> None:
@@ -330,6 +353,6 @@ def repro(tmp_path_factory):
 def background(request, tmp_path_factory):
     """What the function of the test's `background(fn)` marker returned (`Job`): started at the session's first test
     (tests/conftest.py) or here, and waited for."""
-    fn = request.node.get_closest_marker("background").args[0]
-    start_job(fn, tmp_path_factory)
-    return _JOBS[fn].result()
+    marker = request.node.get_closest_marker("background")
+    start_job(marker, tmp_path_factory)
+    return _JOBS[marker.args[0]].result()
