@@ -101,6 +101,15 @@ class TreeMemory:
                 "while running: " + (", ".join(f"{t} ({b / 2**30:.2f} GB)" for t, b in top) or "-"))
 
 
+def _cpu_times() -> Optional[Tuple[int, int]]:
+    """The machine's CPU time so far, all cores, in clock ticks: (idle incl. I/O wait, total), from /proc/stat."""
+    try:
+        ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return ticks[3] + ticks[4], sum(ticks[:8])  # user nice system idle iowait irq softirq steal
+
+
 DURATIONS = "results/tests/durations.csv"  # under the rootdir
 SUITE = "results/tests/suite.json"  # the same run as a whole: its wall, its outcomes, the machine
 
@@ -120,6 +129,7 @@ class Durations:
     def __init__(self) -> None:
         self.rows: List[Tuple[str, str, float, str]] = []  # nodeid, phase, seconds, outcome
         self.started = time.time()
+        self.cpu0 = _cpu_times()
         self.deselected = 0
         self.note = ""
 
@@ -168,8 +178,14 @@ class Durations:
 
         stats = session.config.pluginmanager.get_plugin("terminalreporter").stats
         outcomes = {k: len(stats.get(k, [])) for k in ("passed", "failed", "error", "skipped", "xfailed", "xpassed")}
+        cpu1 = _cpu_times()
+        busy = (None if self.cpu0 is None or cpu1 is None or cpu1[1] == self.cpu0[1]
+                else round(1 - (cpu1[0] - self.cpu0[0]) / (cpu1[1] - self.cpu0[1]), 3))
         return {"date": datetime.date.today().isoformat(), "pytest_wall_s": round(time.time() - self.started, 2),
                 "outcomes": {k: n for k, n in sorted(outcomes.items()) if n},
+                # the machine's cores busy over the run (all processes, this suite's and any other), and when the
+                # background work ran (tests/tiny_pipeline.py), in seconds from the session's start
+                "cores_busy_share": busy, "background_s": tiny_pipeline.spans(self.started),
                 "machine": {"cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "python": platform.python_version(),
                             "load_avg_1m_at_end": round(os.getloadavg()[0], 2)}}
 
@@ -312,8 +328,9 @@ def _one_thread_beside_the_pipeline():
 def pytest_terminal_summary(terminalreporter):
     if "tree" in _MEMORY:
         terminalreporter.write_line(_MEMORY.pop("tree").summary())
-    if "run" in _DURATIONS and tiny_pipeline.timeline(_DURATIONS["run"].started):
-        terminalreporter.write_line(tiny_pipeline.timeline(_DURATIONS["run"].started))
+    if "run" in _DURATIONS and tiny_pipeline.spans(_DURATIONS["run"].started):
+        terminalreporter.write_line("background work (s from the session's start): " + "; ".join(
+            f"{name} {a:.0f}-{b:.0f}" for name, (a, b) in tiny_pipeline.spans(_DURATIONS["run"].started).items()))
     if "run" in _DURATIONS and _DURATIONS["run"].note:
         terminalreporter.write_line(_DURATIONS.pop("run").note)
 

@@ -66,6 +66,7 @@ def test_a_whole_suite_run_writes_every_phase_slowest_first_and_a_partial_run_wr
     run = json.loads((out.parent / "suite.json").read_text())
     assert run["outcomes"] == {"passed": 1, "failed": 1, "skipped": 1}
     assert run["pytest_wall_s"] >= 0.3 and run["machine"]["cpu_count"] == os.cpu_count()  # test_slow's 0.3 s at least
+    assert 0 <= run["cores_busy_share"] <= 1 and run["background_s"] == {}  # no test here reads the tiny pipeline
 
     before = out.read_text(), (out.parent / "suite.json").read_text()
     _pytest(tmp_path, "-x")  # stops at the first failure: part of the suite

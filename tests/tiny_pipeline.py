@@ -321,11 +321,11 @@ def start_job(marker, tmp_path_factory) -> None:
         _JOBS[fn] = Job(fn, tmp_path_factory.mktemp(fn.__name__), _BUILD.get("build"))
 
 
-def timeline(t0: float) -> str:
-    """When the background work ran, in seconds from `t0` (the session's start): one line for the terminal summary."""
+def spans(t0: float) -> Dict[str, list]:
+    """When the background work of this session ran: name -> [start, end] in seconds from `t0` (the session's start);
+    a check's start is when its own commands began, after the pipeline."""
     done = ([("tiny pipeline", _BUILD["build"])] if "build" in _BUILD else []) + [(f.__name__, j) for f, j in _JOBS.items()]
-    return "background work (s from the session's start): " + "; ".join(
-        f"{name} {b.began - t0:.0f}-{b.ended - t0:.0f}" for name, b in done if hasattr(b, "ended")) if done else ""
+    return {name: [round(b.began - t0, 1), round(b.ended - t0, 1)] for name, b in done if hasattr(b, "ended")}
 
 
 def stop() -> None:
