@@ -34,8 +34,12 @@ lock: $(STAMP)
 	  $(LOCK_ARGS) -o $(LOCK) pyproject.toml
 	$(BIN)/python -m odevit.repro.machine --stamp-lock $(LOCK)
 
+# when make started (read as it parses this file, before any install): tests/make_wall.py adds `make test`'s wall,
+# the install included where it ran, to results/tests/suite.json
+MAKE_T0 := $(shell date +%s.%N)
 test: $(STAMP) data  # data: the published-weights test evaluates on the real Fashion-MNIST test set
 	$(BIN)/python -m pytest -q
+	$(BIN)/python tests/make_wall.py $(MAKE_T0)
 
 # Fashion-MNIST comes from Debian's dataset-fashion-mnist package where apt and root are available
 data:

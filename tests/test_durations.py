@@ -71,3 +71,33 @@ def test_a_whole_suite_run_writes_every_phase_slowest_first_and_a_partial_run_wr
     before = out.read_text(), (out.parent / "suite.json").read_text()
     _pytest(tmp_path, "-x")  # stops at the first failure: part of the suite
     assert (out.read_text(), (out.parent / "suite.json").read_text()) == before
+
+
+def test_make_test_adds_its_wall_and_whether_it_installed_to_the_suite_record(tmp_path):
+    """tests/make_wall.py, which the Makefile's test recipe runs after pytest with the time make started: it adds
+    `make test`'s wall (install included where the .venv's stamp is newer) to a suite.json this run wrote, and leaves
+    one an earlier run wrote as it is."""
+    import time
+
+    import make_wall
+
+    assert "\t$(BIN)/python tests/make_wall.py $(MAKE_T0)" in (Path(__file__).parents[1] / "Makefile").read_text()
+    suite = tmp_path / "results/tests/suite.json"
+    suite.parent.mkdir(parents=True)
+    (tmp_path / ".venv").mkdir()
+    t0 = time.time()
+    suite.write_text(json.dumps({"pytest_wall_s": 1.0}))
+    os.utime(suite, (t0 - 10, t0 - 10))  # an earlier run's record
+    assert make_wall.main([str(t0)], tmp_path) == 0 and json.loads(suite.read_text()) == {"pytest_wall_s": 1.0}
+    os.utime(suite, (t0 + 1, t0 + 1))  # this run's
+    (tmp_path / ".venv/.installed").touch()
+    os.utime(tmp_path / ".venv/.installed", (t0 - 10, t0 - 10))  # installed before: not part of this run
+    make_wall.main([str(t0 - 5)], tmp_path)
+    run = json.loads(suite.read_text())
+    assert run["pytest_wall_s"] == 1.0 and run["make_test"]["install_in_run"] is False
+    assert 5 <= run["make_test"]["wall_s"] < 60
+    os.utime(tmp_path / ".venv/.installed", (t0, t0))
+    os.utime(suite, (t0 + 1, t0 + 1))
+    make_wall.main([str(t0 - 5)], tmp_path)
+    assert json.loads(suite.read_text())["make_test"]["install_in_run"] is True
+    assert sorted(p.name for p in suite.parent.iterdir()) == ["suite.json"]  # no temporary file left

@@ -1,0 +1,33 @@
+"""`make test`'s own wall time, added to results/tests/suite.json by the Makefile's test recipe after pytest:
+`python tests/make_wall.py T0`, where T0 is the time `make` started (the Makefile reads it when it starts, before
+the install from the lock that a machine without .venv needs). Only where this `make test` wrote suite.json (a run
+of the whole suite: tests/conftest.py); `install_in_run` says whether the install was part of it (the .venv's stamp
+newer than T0)."""
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main(argv, root: Path = ROOT) -> int:
+    t0 = float(argv[0])
+    SUITE, STAMP = root / "results/tests/suite.json", root / ".venv/.installed"
+    if not SUITE.exists() or SUITE.stat().st_mtime < t0:
+        print("make test: results/tests/suite.json not written by this run (part of the suite), wall not recorded")
+        return 0
+    run = json.loads(SUITE.read_text())
+    run["make_test"] = {"wall_s": round(time.time() - t0, 1),
+                        "install_in_run": STAMP.exists() and STAMP.stat().st_mtime >= t0}
+    tmp = SUITE.with_name(f"suite.json.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(run, indent=1) + "\n")
+    os.replace(tmp, SUITE)
+    print(f"make test: {run['make_test']['wall_s']:.0f} s"
+          f"{', the install from the lock included' if run['make_test']['install_in_run'] else ''} (results/tests/suite.json)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
