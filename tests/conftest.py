@@ -218,8 +218,8 @@ _DURATIONS: Dict[str, Durations] = {}
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "alone: run after the tiny pipeline's processes have ended (tests/conftest.py: "
-                                       "its memory or its cores would come on top of theirs)")
+    config.addinivalue_line("markers", "alone: run last, when no background process runs (the tiny pipeline's, a "
+                                       "background check's): its memory or its cores would come on top of theirs")
     config.addinivalue_line("markers", "background(fn, pipeline=False): fn(work, job) runs in the background once the "
                                        "tiny pipeline's processes have ended; the test, run after the others but the "
                                        "presets, waits for it (the `background` fixture, tests/tiny_pipeline.py)")
@@ -301,11 +301,12 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 @pytest.fixture(autouse=True)
 def _one_thread_beside_the_pipeline():
     """While background work runs (the tiny pipeline's processes, two at once, one core each; a test's background
-    check), a test's torch ops in this process, and the processes it starts, use one thread. With two, each parallel op waited for a thread the pipeline's processes
-    kept off its core: the evaluation of a published model on the test set (test_hub) took 15 s instead of 11 s
-    beside two busy processes, on 17.5 instead of 10.5 s of CPU (2-core AMD EPYC; 4.4 s alone with two threads).
-    Results do not depend on it (no test compares a thread count with a number); the thread count and environment
-    are restored after the test."""
+    check), a test's torch ops in this process, and the processes it starts, use one thread. With two, each parallel
+    op waited for a thread the background processes kept off its core: in results/tests/cpu_2026-11-29/ (run2 ->
+    run3) one thread here took 132.6 busy core-seconds off the suite, and test_hub's evaluations of the published
+    models, 36.9 s for the first beside the pipeline with two threads (run1), took 13.7 s with one (run4). Results
+    do not depend on it (no test compares a thread count with a number); the thread count and environment are
+    restored after the test."""
     if not tiny_pipeline.busy():
         yield
         return

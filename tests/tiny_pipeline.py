@@ -102,9 +102,9 @@ def _snapshot_teacher(work: Path) -> None:
 # The tiny pipeline is made in a background thread from the session's first test on (`start`, called by
 # tests/conftest.py when some selected test asks for `repro`), while the tests that do not read it run: its DVC
 # processes and theirs share the 2 cores, instead of the pipeline's minutes coming before them (docs/tests.md, "Where
-# its time goes", has the suite timed both ways). conftest runs the tests that ask for `repro` after the others, and
-# the heavy ones (marked `alone`: the presets at their shapes, DVC on a fresh clone of the real pipeline) last, when
-# the pipeline's processes have ended. The workspace is prepared, and its tiny teacher snapshot made (torch, this
+# its time goes", has the suite timed both ways). conftest runs the tests that ask for `repro` after the others, then
+# the tests whose background checks (`Job`) ran beside them once the pipeline's processes had ended, and the heavy ones
+# (marked `alone`: the presets at their shapes) last, when no background process runs. The workspace is prepared, and its tiny teacher snapshot made (torch, this
 # process's RNG), before the thread starts; the thread only copies files and waits on subprocesses, so it touches no
 # state a test uses.
 #
