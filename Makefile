@@ -38,8 +38,7 @@ lock: $(STAMP)
 # the install included where it ran, to results/tests/suite.json
 MAKE_T0 := $(shell date +%s.%N)
 test: $(STAMP) data  # data: the published-weights test evaluates on the real Fashion-MNIST test set
-	$(BIN)/python -m pytest -q
-	$(BIN)/python tests/make_wall.py $(MAKE_T0)
+	$(BIN)/python -m pytest -q; rc=$$?; $(BIN)/python tests/make_wall.py $(MAKE_T0); exit $$rc
 
 # Fashion-MNIST comes from Debian's dataset-fashion-mnist package where apt and root are available
 data:

@@ -338,11 +338,11 @@ def pytest_terminal_summary(terminalreporter):
 
 def _order(item) -> int:
     """0: the tests that run while the tiny pipeline is made in the background; 1: the tests that read it (the first
-    waits for it); 2: the tests marked `background`, whose commands ran beside the tests since the pipeline's
-    processes ended (DVC on a fresh clone of the real pipeline, two notebooks run on a copy of the pipeline: one
-    process at a time, one core, which the tests after the pipeline leave idle about a third of the time:
-    docs/tests.md); 3: the tests marked `alone` (the paper presets at their shapes, ~6 GB a process, two threads),
-    once every background process has ended."""
+    waits for it); 2: the tests marked `background`, whose checks ran beside the tests since the pipeline's
+    processes ended (DVC on a fresh clone of the real pipeline, two notebooks run on a copy of the pipeline; they
+    start together, single-threaded processes, while many tests after the pipeline wait on one process at a time and
+    leave a core idle: docs/tests.md); 3: the tests marked `alone` (the paper presets at their shapes, ~6 GB a process,
+    two threads), once every background process has ended."""
     if item.get_closest_marker("alone"):
         return 3
     if item.get_closest_marker("background"):
@@ -351,6 +351,10 @@ def _order(item) -> int:
 
 
 def pytest_collection_modifyitems(session, config, items):
+    unread = [item.nodeid for item in items
+              if item.get_closest_marker("background") and "background" not in getattr(item, "fixturenames", ())]
+    if unread:  # its check would run and nobody would read what it found
+        raise pytest.UsageError(f"marked background but not asking for the `background` fixture: {', '.join(unread)}")
     items.sort(key=_order)  # stable: the order within each group is the collection order
 
 

@@ -81,7 +81,7 @@ def test_make_test_adds_its_wall_and_whether_it_installed_to_the_suite_record(tm
 
     import make_wall
 
-    assert "\t$(BIN)/python tests/make_wall.py $(MAKE_T0)" in (Path(__file__).parents[1] / "Makefile").read_text()
+    assert "; $(BIN)/python tests/make_wall.py $(MAKE_T0); exit $$rc" in (Path(__file__).parents[1] / "Makefile").read_text()
     suite = tmp_path / "results/tests/suite.json"
     suite.parent.mkdir(parents=True)
     (tmp_path / ".venv").mkdir()

@@ -195,6 +195,7 @@ def dynamics_from_published(tmp, job) -> None:
 @pytest.mark.background.with_args(dynamics_from_published, pipeline=True)  # beside the tests (tests/conftest.py)
 def test_dynamics_notebook_runs_from_published_weights(background):
     """06_dynamics runs from the published weights alone (`dynamics_from_published`, a background check)."""
+    background.result()
 
 
 def notebook_from_its_folder(tmp, job) -> None:
@@ -213,6 +214,7 @@ def notebook_from_its_folder(tmp, job) -> None:
 @pytest.mark.background.with_args(notebook_from_its_folder, pipeline=True)
 def test_notebook_runs_when_opened_from_notebooks_dir(background):
     """A notebook run as Jupyter runs it, from notebooks/ (`notebook_from_its_folder`, a background check)."""
+    background.result()
 
 
 @pytest.mark.slow
@@ -312,6 +314,7 @@ def test_dvc_commands_work_on_a_fresh_clone(background):
     """DVC's commands on a fresh clone of the repository, and docs/plan.md's example study (`fresh_clone`)."""
     if not (ROOT / ".git").exists():
         pytest.skip("not a git checkout")
+    background.result()
 
 
 def test_a_background_check_waits_for_the_pipeline_and_fails_in_its_test(tmp_path):
@@ -324,19 +327,23 @@ def test_a_background_check_waits_for_the_pipeline_and_fails_in_its_test(tmp_pat
     import tiny_pipeline
 
     gate, seen = threading.Event(), []
-    pipeline = types.SimpleNamespace(thread=threading.Thread(target=gate.wait))  # a build's thread, still running
+    pipeline = types.SimpleNamespace(thread=threading.Thread(target=gate.wait, daemon=True))  # a build, running
     pipeline.thread.start()
 
     def check(work, job):
+        seen.append(pipeline.thread.is_alive())  # False: the check began after the "pipeline" ended
         seen.append(job.run([sys.executable, "-c", "print(6 * 7)"], work).stdout.strip())
-        assert seen == ["41"], seen
+        assert seen == [False, "41"], seen
 
-    job = tiny_pipeline.Job(check, tmp_path, pipeline)
-    time.sleep(0.5)
-    assert seen == [] and job.thread.is_alive()  # the "pipeline" is still running
-    gate.set()
+    try:
+        job = tiny_pipeline.Job(check, tmp_path, pipeline)
+        time.sleep(0.2)
+        assert seen == [] and job.thread.is_alive()  # the "pipeline" is still running
+    finally:
+        gate.set()
     with pytest.raises(AssertionError, match="42"):
         job.result()
+    assert seen[0] is False
 
     def sleeper(work, job):
         job.run([sys.executable, "-c", "import time; time.sleep(60)"], work)
@@ -348,6 +355,21 @@ def test_a_background_check_waits_for_the_pipeline_and_fails_in_its_test(tmp_pat
     t0 = time.time()
     job.stop()
     assert time.time() - t0 < 10 and not job.thread.is_alive() and job.procs[0].poll() is not None
+
+
+def test_a_background_test_without_its_fixture_is_refused(tmp_path):
+    """A test marked `background(fn)` that does not ask for the `background` fixture would have its check run and
+    nobody read it: the session stops at collection, naming the test (tests/conftest.py)."""
+    (tmp_path / "tests").mkdir()
+    for name in ("conftest.py", "tiny_pipeline.py"):
+        shutil.copy(ROOT / "tests" / name, tmp_path / "tests" / name)
+    (tmp_path / "tests" / "test_x.py").write_text(
+        "import pytest\n\n\ndef check(work, job):\n    raise AssertionError('found something')\n\n\n"
+        "@pytest.mark.background.with_args(check)\ndef test_unread():\n    pass\n")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"], cwd=tmp_path,
+                       capture_output=True, text=True)
+    assert r.returncode == pytest.ExitCode.USAGE_ERROR, r.stdout + r.stderr
+    assert "not asking for the `background` fixture: tests/test_x.py::test_unread" in r.stderr
 
 
 def test_stage_per_notebook():

@@ -255,10 +255,12 @@ class _Build(_Background):
 
 class Job(_Background):
     """A test's commands, run in the background once the tiny pipeline's processes have ended (`after`: the build),
-    while the tests after them run: `fn(work, job)` in an empty folder `work`, its commands through `job.run` (one
-    OpenMP thread each: they run beside a test), the pipeline's workspace through `job.pipeline()`. The test marked
-    `background(fn)` waits for it (the `background` fixture: tests/conftest.py runs those tests after the others but
-    the presets) and fails with what `fn` raised; where `fn` asserts, the assertion is the test's."""
+    while the tests after them run (or at once, where the session makes no pipeline): `fn(work, job)` in an empty
+    folder `work`, its commands through `job.run` (one OpenMP thread each: they run beside a test), the pipeline's
+    workspace through `job.pipeline()`. The session's checks start together. The test marked `background(fn)` asks
+    for the `background` fixture and calls its `result()` (tests/conftest.py runs those tests after the others but
+    the presets, and refuses a marked test without the fixture), which waits and raises what `fn` raised; where `fn`
+    asserts, the assertion is the test's."""
 
     what = "a background check"
 
@@ -350,9 +352,10 @@ def repro(tmp_path_factory):
 
 
 @pytest.fixture
-def background(request, tmp_path_factory):
-    """What the function of the test's `background(fn)` marker returned (`Job`): started at the session's first test
-    (tests/conftest.py) or here, and waited for."""
+def background(request, tmp_path_factory) -> Job:
+    """The check of the test's `background(fn)` marker (`Job`), started at the session's first test
+    (tests/conftest.py) or here: the test calls its `result()`, which waits for it and raises what `fn` raised (a
+    failure of the test, not of its setup)."""
     marker = request.node.get_closest_marker("background")
     start_job(marker, tmp_path_factory)
-    return _JOBS[marker.args[0]].result()
+    return _JOBS[marker.args[0]]
