@@ -295,9 +295,6 @@ def _release_memory():
     _RELEASED["rss"] = min(_RELEASED["rss"], now) if now <= _RELEASED["rss"] + RELEASE_GROWTH else now
 
 
-ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-
-
 @pytest.fixture(autouse=True)
 def _one_thread_beside_the_pipeline():
     """While background work runs (the tiny pipeline's processes, two at once, one core each; a test's background
@@ -312,9 +309,9 @@ def _one_thread_beside_the_pipeline():
         return
     import torch
 
-    threads, env = torch.get_num_threads(), {k: os.environ.get(k) for k in ONE_THREAD}
+    threads, env = torch.get_num_threads(), {k: os.environ.get(k) for k in tiny_pipeline.ONE_THREAD}
     torch.set_num_threads(1)
-    os.environ.update(ONE_THREAD)
+    os.environ.update(tiny_pipeline.ONE_THREAD)
     try:
         yield
     finally:
@@ -329,9 +326,10 @@ def _one_thread_beside_the_pipeline():
 def pytest_terminal_summary(terminalreporter):
     if "tree" in _MEMORY:
         terminalreporter.write_line(_MEMORY.pop("tree").summary())
-    if "run" in _DURATIONS and tiny_pipeline.spans(_DURATIONS["run"].started):
+    spans = tiny_pipeline.spans(_DURATIONS["run"].started) if "run" in _DURATIONS else {}
+    if spans:
         terminalreporter.write_line("background work (s from the session's start): " + "; ".join(
-            f"{name} {a:.0f}-{b:.0f}" for name, (a, b) in tiny_pipeline.spans(_DURATIONS["run"].started).items()))
+            f"{name} {a:.0f}-{b:.0f}" for name, (a, b) in spans.items()))
     if "run" in _DURATIONS and _DURATIONS["run"].note:
         terminalreporter.write_line(_DURATIONS.pop("run").note)
 

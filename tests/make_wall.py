@@ -4,10 +4,11 @@ the install from the lock that a machine without .venv needs). Only where this `
 of the whole suite: tests/conftest.py); `install_in_run` says whether the install was part of it (the .venv's stamp
 newer than T0)."""
 import json
-import os
 import sys
 import time
 from pathlib import Path
+
+from odevit.repro.files import read_json, write_text
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -18,12 +19,10 @@ def main(argv, root: Path = ROOT) -> int:
     if not SUITE.exists() or SUITE.stat().st_mtime < t0:
         print("make test: results/tests/suite.json not written by this run (part of the suite), wall not recorded")
         return 0
-    run = json.loads(SUITE.read_text())
+    run = read_json(str(SUITE))
     run["make_test"] = {"wall_s": round(time.time() - t0, 1),
                         "install_in_run": STAMP.exists() and STAMP.stat().st_mtime >= t0}
-    tmp = SUITE.with_name(f"suite.json.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(run, indent=1) + "\n")
-    os.replace(tmp, SUITE)
+    write_text(json.dumps(run, indent=1), str(SUITE))  # suite.json's layout (tests/conftest.py), written whole
     print(f"make test: {run['make_test']['wall_s']:.0f} s"
           f"{', the install from the lock included' if run['make_test']['install_in_run'] else ''} (results/tests/suite.json)")
     return 0

@@ -406,7 +406,7 @@ def test_stopping_the_background_pipeline_ends_every_process_it_started(tmp_path
     import tiny_pipeline
 
     class Sleepy(tiny_pipeline._Build):  # a "DVC command" that starts a child which would sleep for a minute
-        def _make(self):
+        def _body(self):
             p = self._popen([sys.executable, "-c", "import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', "
                              "'import time; time.sleep(60)']); print(p.pid, flush=True); p.wait()"], self.work)
             self.grandchild = int(p.stdout.readline())

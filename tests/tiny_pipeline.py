@@ -70,6 +70,9 @@ def tiny_params() -> dict:
     return params
 
 
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}  # background processes; tests beside them (conftest)
+
+
 def _env() -> dict:
     """The environment with this interpreter's bin/ first on PATH (dvc, papermill of the test's venv)."""
     return dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
@@ -206,7 +209,7 @@ class _Build(_Background):
         # the stage processes' environment, taken here in the main thread: a test that sets a variable for a moment
         # (e.g. ODEVIT_MEMORY_LIMIT) never reaches them. One thread each: its models are tiny (a second thread speeds
         # nothing up), and beside the other tests a second OpenMP thread of every stage process only spins
-        super().__init__(dict(_env(), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1"))
+        super().__init__(dict(_env(), **ONE_THREAD))
         self.work = self.value = work
         from odevit.repro.notebook import PLAN_V2  # imported here too, not in the thread beside a test
         from odevit.repro.stages import v2_run_stages
@@ -215,16 +218,13 @@ class _Build(_Background):
         self.v2_runs = v2_run_stages(yaml.safe_load((work / "plan_v2.yaml").read_text()))
         self.thread.start()
 
-    def _body(self) -> None:
-        self._make()
-
     def _dvc(self, cwd: Path, *args: str) -> str:
         p = self._popen(["dvc", *args], cwd)
         out = p.communicate()[0]
         assert p.returncode == 0, f"dvc {' '.join(args)}: " + out[-8000:]
         return out
 
-    def _make(self) -> None:
+    def _body(self) -> None:
         """01_data and 02_teacher, then the quick run (`dvc repro 06_dynamics publish html`, what `make quick` runs)
         and the plan's studies with their verdicts (`dvc repro evidence publish_evidence`) at once in two copies of
         the workspace (each DVC command is one process; one workspace's lock would serialise them), then one
@@ -265,7 +265,7 @@ class Job(_Background):
     what = "a background check"
 
     def __init__(self, fn: Callable, work: Path, after: Optional[_Build]) -> None:
-        super().__init__(dict(_env(), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1"))  # taken here, in the main thread
+        super().__init__(dict(_env(), **ONE_THREAD))  # taken here, in the main thread
         self.fn, self.work, self.after, self.value = fn, work, after, None
         self.thread.start()
 
@@ -303,9 +303,15 @@ def start(tmp_path_factory) -> None:
             _BUILD["error"] = e
 
 
+def _work() -> Dict[str, _Background]:
+    """The session's background work by name: the tiny pipeline (where one is made), then each check by its function."""
+    return {**({"tiny pipeline": _BUILD["build"]} if "build" in _BUILD else {}),
+            **{f.__name__: j for f, j in _JOBS.items()}}
+
+
 def busy() -> bool:
     """Whether background work runs now: the tiny pipeline's processes or a test's background check."""
-    return any(b.thread.is_alive() for b in ([_BUILD["build"]] if "build" in _BUILD else []) + list(_JOBS.values()))
+    return any(b.thread.is_alive() for b in _work().values())
 
 
 _JOBS: Dict[Callable, Job] = {}  # the session's background checks, by their function
@@ -326,15 +332,13 @@ def start_job(marker, tmp_path_factory) -> None:
 def spans(t0: float) -> Dict[str, list]:
     """When the background work of this session ran: name -> [start, end] in seconds from `t0` (the session's start);
     a check's start is when its own commands began, after the pipeline."""
-    done = ([("tiny pipeline", _BUILD["build"])] if "build" in _BUILD else []) + [(f.__name__, j) for f, j in _JOBS.items()]
-    return {name: [round(b.began - t0, 1), round(b.ended - t0, 1)] for name, b in done if hasattr(b, "ended")}
+    return {name: [round(b.began - t0, 1), round(b.ended - t0, 1)] for name, b in _work().items() if hasattr(b, "ended")}
 
 
 def stop() -> None:
     """End the pipeline's and the background checks' commands (all halted first: a check waiting on the pipeline
     would otherwise wait for it), then wait for their threads."""
-    running = [_BUILD["build"]] if "build" in _BUILD else []
-    running += _JOBS.values()
+    running = list(_work().values())
     for b in running:
         b.halt()
     for b in running:
@@ -343,7 +347,7 @@ def stop() -> None:
 
 @pytest.fixture(scope="session")
 def repro(tmp_path_factory):
-    """`dvc repro` of the real dvc.yaml and notebooks on tiny data (`_Build._make`), started in the background at the
+    """`dvc repro` of the real dvc.yaml and notebooks on tiny data (`_Build._body`), started in the background at the
     session's first test (tests/conftest.py) or here, and waited for."""
     start(tmp_path_factory)
     if "error" in _BUILD:
