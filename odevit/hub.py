@@ -1,16 +1,14 @@
-"""Published weights, travelling with the repository (offline): three folders of weights/, one per source.
+"""Published weights, travelling with the repository (offline), in weights/v2:
 
     import timm, odevit
-    # weights/evidence: the plan's 55k study (plan.yaml: publish), the seed with the best validation Acc@1 per cell
-    student = timm.create_model("odevit_small_patch7_28.fmnist55k_distill", pretrained=True)
-    free = timm.create_model("odevit_small_patch7_28.fmnist55k_free", pretrained=True)
-    teacher = odevit.create_teacher("odevit_teacher_patch7_28.fmnist_strong", num_classes=10, pretrained=True)
-    # weights/v2: plan v2's teacher and its 55k students, the seed with the best validation Acc@1 per cell
-    student_v2 = timm.create_model("odevit_small_patch7_28.fmnist_v2_distill", pretrained=True)
-    # weights/quick: the quick run's (6k images x 2 epochs, not converged), what `make repro` trains
-    quick = timm.create_model("odevit_small_patch7_28.fmnist_distill", pretrained=True)
+    # plan v2's teacher and its 55k students, the seed with the best validation Acc@1 per cell
+    student = timm.create_model("odevit_small_patch7_28.fmnist_v2_distill", pretrained=True)
+    teacher = odevit.create_teacher("odevit_teacher_patch7_28.fmnist_v2", num_classes=10, pretrained=True)
 
-`python -m odevit.repro.publish` (DVC stages publish and publish_evidence) writes FOLDER/TAG.safetensors (weights
+The retired tags (the quick run's .fmnist, .fmnist_distill, .fmnist_free; plan 1's .fmnist55k_*, .fmnist_strong) load
+from the git tag retired-plan1-quick-exploratory, not from main (docs/history.md).
+
+`python -m odevit.repro.publish` writes FOLDER/TAG.safetensors (weights
 only, no optimiser state) and FOLDER/manifest.json: per tag the file's sha256 and size, the architecture and its
 constructor arguments, the checkpoint, cell and seed it came from, the data it was evaluated on and the metrics of
 that run (which loading the tag must reproduce: `python -m odevit.repro.evaluate TAG`). A missing or altered file is
@@ -53,27 +51,14 @@ ARCH_KWARGS = {STUDENT_ARCH: STUDENT_KWARGS, TEACHER_ARCH: TEACHER_KWARGS}
 # the default teacher at CIFAR's shape (presets/cifar10_cpu.yaml), no published weights
 CIFAR_TEACHER_ARCH = "odevit_teacher_patch4_32"
 CIFAR_TEACHER_KWARGS: Dict[str, Any] = dict(TEACHER_KWARGS, img_size=32, patch_size=4, in_chans=3)
-# the folders of weights/: the quick run's tags (stage publish), plan 1's (stage publish_evidence) and plan v2's
-# (`python -m odevit.repro.publish --v2`, with the plan's runs: make plan-v2)
-QUICK, EVIDENCE, V2 = "quick", "evidence", "v2"
+# the folder of weights/: the plan's tags (`python -m odevit.repro.publish`, on the machine that trained its runs)
+V2 = "v2"
+FOLDERS = (V2,)
 # tag -> (architecture, what it is, folder)
 TAGS = {
-    f"{TEACHER_ARCH}.fmnist": (TEACHER_ARCH, "the teacher of every run, quick and planned (stage 02_teacher)", QUICK),
-    f"{STUDENT_ARCH}.fmnist_distill": (
-        STUDENT_ARCH, "quick run's distilled student (cell ref, seed 0; not converged)", QUICK),
-    f"{STUDENT_ARCH}.fmnist_free": (
-        STUDENT_ARCH, "quick run's free ODE (cell free, seed 0; not converged)", QUICK),
-    f"{STUDENT_ARCH}.fmnist55k_distill": (
-        STUDENT_ARCH, "distilled student, trajectory loss only (plan study confirm_55k, cell ref)", EVIDENCE),
-    f"{STUDENT_ARCH}.fmnist55k_distill_ce": (
-        STUDENT_ARCH, "distilled student, trajectory loss + cross-entropy (plan study confirm_55k, cell ce)", EVIDENCE),
-    f"{STUDENT_ARCH}.fmnist55k_free": (
-        STUDENT_ARCH, "free ODE: the student's architecture from scratch (plan study confirm_55k, cell free)", EVIDENCE),
-    f"{TEACHER_ARCH}.fmnist_strong": (
-        TEACHER_ARCH, "stronger teacher: the same architecture trained with augmentation (exploratory)", EVIDENCE),
     f"{TEACHER_ARCH}.fmnist_v2": (
-        TEACHER_ARCH, "plan v2's teacher: 40 epochs with augmentation, the seed selected on validation (plan_v2.yaml)", V2),
-    # plan v2's students (plan_v2.yaml: publish); one whose cell is still training is listed in weights/v2's manifest
+        TEACHER_ARCH, "plan v2's teacher: 40 epochs with augmentation, the seed selected on validation (params.yaml)", V2),
+    # plan v2's students (params.yaml: publish); one whose cell is still training is listed in weights/v2's manifest
     # as pending, and loading it says so
     f"{STUDENT_ARCH}.fmnist_v2_distill": (
         STUDENT_ARCH, "plan v2's distilled student, trajectory loss only, from the v2 teacher (study v2_55k, cell ref)",
@@ -127,11 +112,10 @@ def sha256(path: str) -> str:
 
 
 def read_manifest(root: Optional[str] = None) -> Dict[str, Any]:
-    """A folder's manifest (default: the quick run's, weights/quick)."""
-    path = os.path.join(root or os.path.join(WEIGHTS_DIR, QUICK), MANIFEST)
+    """A folder's manifest (default: the plan's, weights/v2)."""
+    path = os.path.join(root or os.path.join(WEIGHTS_DIR, V2), MANIFEST)
     if not os.path.isfile(path):
-        raise WeightsError(f"{path}: missing (dvc repro publish writes weights/{QUICK}, dvc repro publish_evidence "
-                           f"weights/{EVIDENCE}, python -m odevit.repro.publish --v2 weights/{V2})")
+        raise WeightsError(f"{path}: missing (python -m odevit.repro.publish writes weights/{V2})")
     with open(path) as f:
         return json.load(f)
 
@@ -139,7 +123,7 @@ def read_manifest(root: Optional[str] = None) -> Dict[str, Any]:
 def published() -> Dict[str, Dict[str, Any]]:
     """Every published tag's manifest entry, over the folders of weights/ (a folder without a manifest is skipped)."""
     out: Dict[str, Dict[str, Any]] = {}
-    for folder in (QUICK, EVIDENCE, V2):
+    for folder in FOLDERS:
         root = os.path.join(WEIGHTS_DIR, folder)
         if os.path.isfile(os.path.join(root, MANIFEST)):
             out.update(read_manifest(root)["weights"])
@@ -149,7 +133,7 @@ def published() -> Dict[str, Dict[str, Any]]:
 def pending() -> Dict[str, str]:
     """Registered tags whose runs are not finished yet (a manifest's `pending`: tag -> why), over the folders."""
     out: Dict[str, str] = {}
-    for folder in (QUICK, EVIDENCE, V2):
+    for folder in FOLDERS:
         root = os.path.join(WEIGHTS_DIR, folder)
         if os.path.isfile(os.path.join(root, MANIFEST)):
             out.update(read_manifest(root).get("pending", {}))
@@ -210,8 +194,7 @@ def _check_arch(variant: str, kwargs: Dict[str, Any]) -> None:
 def odevit_small_patch7_28(pretrained: bool = False, **kwargs: Any) -> ODEViT:
     """The default run's student (paper's Small recipe, mlp_ratio 1) at Fashion-MNIST's shape: 28x28, patch 7,
     D 128, 4 heads, N 12 steps over T = 6 (the teacher's depth), final LayerNorm before the head. Tags (TAGS):
-    plan v2's .fmnist_v2_distill, .fmnist_v2_distill_ce, .fmnist_v2_free; plan 1's .fmnist55k_distill, .fmnist55k_distill_ce (distilled), .fmnist55k_free (same
-    architecture from scratch); the quick run's .fmnist_distill, .fmnist_free."""
+    plan v2's .fmnist_v2_distill, .fmnist_v2_distill_ce (distilled), .fmnist_v2_free (same architecture from scratch)."""
     if pretrained:
         _check_arch(STUDENT_ARCH, kwargs)
     return build(STUDENT_ARCH, pretrained, **{**STUDENT_KWARGS, **kwargs})
@@ -220,7 +203,7 @@ def odevit_small_patch7_28(pretrained: bool = False, **kwargs: Any) -> ODEViT:
 @register_model
 def odevit_teacher_patch7_28(pretrained: bool = False, **kwargs: Any) -> VisionTransformer:
     """The default run's discrete teacher: a timm ViT, 28x28, patch 7, D 128, depth 6, 4 heads, mlp_ratio 4.
-    Tags .fmnist (every run's teacher, trained by 02_teacher) and .fmnist_strong (augmented, stronger)."""
+    Tag .fmnist_v2 (plan v2's teacher, 40 epochs with augmentation)."""
     if pretrained:
         _check_arch(TEACHER_ARCH, kwargs)
     return _teacher_vit(TEACHER_ARCH, pretrained, {**TEACHER_KWARGS, **kwargs})
@@ -255,7 +238,7 @@ def create(tag: str, root: Optional[str] = None) -> nn.Module:
 
 
 def published_models(cells: List[str], device: torch.device,
-                     root: str = os.path.join(WEIGHTS_DIR, QUICK)) -> Tuple[nn.Module, Dict[Tuple[str, int], nn.Module]]:
+                     root: str = os.path.join(WEIGHTS_DIR, V2)) -> Tuple[nn.Module, Dict[Tuple[str, int], nn.Module]]:
     """(teacher, {(cell, seed): student}) of the published weights, for the dynamics analyses without training
     (`dynamics.weights: published`): the students whose study cell is in `cells`, in eval mode on `device`."""
     entries = read_manifest(root)["weights"]
@@ -270,14 +253,14 @@ def published_models(cells: List[str], device: torch.device,
     return create(teachers[0], root).to(device), models
 
 
-def published_schedule(cell: str, root: str = os.path.join(WEIGHTS_DIR, QUICK)) -> List[int]:
+def published_schedule(cell: str, root: str = os.path.join(WEIGHTS_DIR, V2)) -> List[int]:
     """c_1..c_L of a published distilled student of `cell` (its run's checkpoint schedule, from the manifest), for the
     teacher-student analyses of `dynamics.weights: published`: WeightsError naming the manifest if it has none."""
     entries = read_manifest(root)["weights"]
     found = [e.get("schedule") for e in entries.values() if e["kind"] != "teacher" and e["cell"] == cell]
     if not found or not found[0]:
         raise WeightsError(f"{os.path.join(root, MANIFEST)}: no checkpoint schedule for a distilled student of cell "
-                           f"'{cell}' (rerun the publish stage: dvc repro publish)")
+                           f"'{cell}' (python -m odevit.repro.publish)")
     return [int(c) for c in found[0]]
 
 

@@ -16,7 +16,7 @@ from odevit import hub
 from odevit.repro import data, evaluate, publish
 
 ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = {f: json.loads((ROOT / "weights" / f / "manifest.json").read_text())["weights"] for f in (hub.QUICK, hub.EVIDENCE, hub.V2)}
+FOLDERS = {f: json.loads((ROOT / "weights" / f / "manifest.json").read_text())["weights"] for f in (hub.V2,)}
 MANIFEST = {t: e for m in FOLDERS.values() for t, e in m.items()}
 DISTILL = f"{hub.STUDENT_ARCH}.fmnist_distill"
 TEACHER = f"{hub.TEACHER_ARCH}.fmnist"

@@ -1,140 +1,143 @@
-"""The analysis plan: its validation, hash and power calculation against hand-computed values."""
+"""Plan v2 (params.yaml): checked on load, families across studies, and its verdicts (verdicts2) against hand-computed
+cases, each verdict flipping when the data do."""
 import copy
 import math
 
+import pandas as pd
 import pytest
 import yaml
+from scipy import stats as st
 
-from odevit.repro import plan as P
+from odevit.repro import plan as plan2
+from odevit.repro import verdicts as verdicts2
+from odevit.repro.plan import PlanError
 
-
-@pytest.fixture(scope="module")
-def committed():
-    return P.load("plan.yaml")
-
-
-def test_power_matches_the_textbook_value():
-    # paired t, d = 1, n = 10, two-sided alpha 0.05: power 0.8031 (Cohen 1988; G*Power gives 0.8031)
-    assert P.power(1.0, 1.0, 10, 0.05) == pytest.approx(0.8031, abs=5e-4)
-    assert P.power(0.0, 1.0, 10, 0.05) == pytest.approx(0.05, abs=1e-9)  # at the null: the level
-    assert P.power(1.0, 1.0, 20, 0.05) > P.power(1.0, 1.0, 10, 0.05)     # more seeds, more power
-    assert P.power(40.0, 1.0, 5, 0.01) == pytest.approx(1.0)              # scipy's nct gives NaN here: normal limit
+PLAN = plan2.load("params.yaml")
 
 
-def test_equivalence_power_needs_small_sd():
-    assert P.power(0.0, 0.2, 5, 0.05, "equivalence", 1.0) > 0.95
-    assert P.power(0.0, 2.0, 5, 0.05, "equivalence", 1.0) < 0.05
-    assert P.power(-10.0, 1.0, 5, 0.05, "equivalence", 1.0) > 0.99  # far outside: decides (contradicts)
+def test_committed_plan_loads_with_its_families():
+    plan2.check(PLAN)
+    fams = plan2.families(PLAN)
+    assert PLAN["rules"]["primary_family"] == "v2_headline"
+    assert len(fams["v2_headline"]) == 9 and len(fams["v2_steps"]) == 10  # the headline rows of all four budgets
+    assert plan2.alpha_each(PLAN, "v2_headline") == pytest.approx(0.05 / 9)
 
 
-def test_planning_sd_is_the_upper_80_percent_bound():
-    # chi2.ppf(0.2, 2) = -2 ln 0.8 = 0.446287; sqrt(2 / 0.446287) = 2.11693
-    assert P.planning_sd(1.0, 3) == pytest.approx(math.sqrt(2 / (-2 * math.log(0.8))), rel=1e-9)
-
-
-def test_committed_plan_is_valid_and_powered(committed):
-    t = P.power_table(committed)
-    confirm = t[t.study.str.startswith("confirm")]
-    assert len(confirm) >= 9
-    ok = (confirm.power_paper >= P.POWER_MIN) | (confirm.power_note.str.len() > 0)
-    assert ok.all()
-    assert set(t.family).__len__() == len(committed["studies"])  # one family per study
-
-
-def test_hash_moves_with_the_study_block_only(committed):
-    h = P.study_hash(committed, "confirm_1k")
-    other = copy.deepcopy(committed)
-    other["studies"]["confirm_55k"]["questions"][0]["claim"] += " (edited)"
-    assert P.study_hash(other, "confirm_1k") == h            # another study's edit: not this study's business
-    other["studies"]["confirm_1k"]["questions"][0]["margin"] = 0.5
-    assert P.study_hash(other, "confirm_1k") != h
-    other = copy.deepcopy(committed)
-    other["rules"]["alpha"] = 0.1
-    assert P.study_hash(other, "confirm_1k") != h            # the global rules belong to every study
-
-
-@pytest.mark.parametrize("edit, message", [
-    (lambda p: p["studies"]["confirm_1k"]["questions"][0].update(test="bayes"), "test must be one of"),
-    (lambda p: p["studies"]["confirm_1k"]["questions"][0].update(b="nope"), "b = 'nope'"),
-    (lambda p: p["studies"]["confirm_55k"]["questions"][2].pop("margin_reason"), "margin_reason"),
-    (lambda p: p["studies"]["confirm_3k"].update(family="budget_1k"), "already study"),
-    (lambda p: p["studies"]["confirm_1k"].update(seeds=[1, 1]), "distinct"),
-    (lambda p: p["studies"]["confirm_1k"].update(seeds=[1, 2]), "power"),  # 2 seeds: not powered, no note
-    (lambda p: p["studies"]["confirm_1k"]["budget"].pop("epochs"), "budget"),
-    (lambda p: p["studies"]["teacher_strength_3k"]["teacher"].update(depth=12), "teacher training keys"),
-    (lambda p: p["studies"]["teacher_strength_3k"]["teacher"].update(epochs=0), "teacher: epochs"),
-    (lambda p: p["studies"]["teacher_strength_3k"]["teacher"].update(augment="yes"), "teacher: augment"),
-    (lambda p: p["studies"]["teacher_strength_3k"]["cells"].update(
-        ref_strong={"tau": 15.0}, ce_strong={"ce_weight": 1.0}), "no cell distils from it"),
-    (lambda p: p["studies"]["teacher_strength_3k"].pop("teacher"), "_strong.teacher: .study. .distil"),  # no teacher to use
-    (lambda p: p["studies"]["confirm_1k"]["cells"]["ref"].update(teacher="study"), "cells.ref.teacher"),
-    (lambda p: p["studies"]["teacher_strength_3k"]["cells"]["ref_strong"].update(teacher="other"), "'study'"),
-    (lambda p: p["studies"]["teacher_strength_3k"]["cells"].update(teacher={}), "not a cell"),
-    (lambda p: p["studies"]["teacher_strength_3k"]["questions"][0].update(kind="teacher_gap"), "own teacher"),
+@pytest.mark.parametrize("edit, match", [
+    (lambda p: p["studies"]["v2_3k"].__setitem__("seeds", [2100, 2201]), "not a fresh integer seed"),
+    (lambda p: p["studies"]["v2_10k"]["questions"][2].pop("margin"), "margin needed"),
+    (lambda p: p["rules"]["convergence"].__setitem__("rule", "full_schedule"), "floor_slope"),
+    (lambda p: p.__setitem__("version", 1), "version: 2"),
+    (lambda p: p["studies"]["v2_1k"]["questions"][0]["pilot"].__setitem__("sd", 50.0), "power"),
+    (lambda p: p["publish"][0].__setitem__("cell", "layernorm"), r"publish\[0\]: \{tag, study, cell\}"),
 ])
-def test_bad_plans_fail_naming_the_key(committed, tmp_path, edit, message):
-    bad = copy.deepcopy(committed)
-    edit(bad)
-    path = tmp_path / "plan.yaml"
-    path.write_text(yaml.safe_dump(bad))
-    with pytest.raises(P.PlanError, match=message):
-        P.load(str(path))
+def test_bad_plans_are_refused_naming_the_key(edit, match):
+    p = copy.deepcopy(PLAN)
+    edit(p)
+    with pytest.raises(PlanError, match=match):
+        plan2.check(p)
 
 
-def test_the_docs_study_template_passes_the_plan_check_and_the_runners_preflight(tmp_path):
-    """docs/plan.md's 'Adding a study' template, as a user copies it: plan.yaml's check accepts it (power stated at
-    the pilot's effect, no paper number), and with the stage step 3 generates the runner's preflight passes."""
-    import re
-    import shutil
-    from pathlib import Path
-
-    import yaml
-
-    from odevit.repro import runner, stages
-
-    root = Path(__file__).resolve().parents[1]
-    text = (root / "docs/plan.md").read_text()
-    section = text[text.index("## Adding a study"):]
-    block = re.search(r"```yaml\n(.*?)```", section, re.S).group(1)
-    study = yaml.safe_load(block)
-    plan = P.load(str(root / "plan.yaml"))
-    plan["studies"].update(study)
-    P.check(plan)  # raises PlanError on a missing or wrong key
-    (name,) = study
-    dvc = tmp_path / "dvc.yaml"
-    shutil.copy(root / "dvc.yaml", dvc)
-    (tmp_path / "plan.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
-    assert stages.main(["--plan", str(tmp_path / "plan.yaml"), "--dvc", str(dvc)]) == 0  # step 3
-    assert yaml.safe_load(dvc.read_text())["stages"][name]["cmd"].endswith(f"--study {name}")
-    runner.preflight(plan, [name], params_file=str(root / "params.yaml"), dvc_file=str(dvc))
-    row = P.power_table(plan).set_index("id").loc[study[name]["questions"][0]["id"]]
-    assert row.power_pilot >= P.POWER_MIN  # the template's seeds reach its stated power at the pilot's effect
+def test_hash_changes_with_the_block_only():
+    p = copy.deepcopy(PLAN)
+    h = {n: plan2.study_hash(PLAN, n) for n in PLAN["studies"]}
+    p["publish"] = []  # which runs are published decides no verdict: no study's hash covers it
+    assert {n: plan2.study_hash(p, n) for n in PLAN["studies"]} == h
+    p["studies"]["v2_1k"]["budget"]["epochs"] = 151
+    assert plan2.study_hash(p, "v2_1k") != h["v2_1k"] and plan2.study_hash(p, "v2_3k") == h["v2_3k"]
 
 
-def test_make_study_is_the_one_command_after_the_plan_block():
-    """docs/plan.md, 'Adding a study': after the plan block, `make study NAME=…` runs steps 3–5 in order (its dry run
-    lists them: stages generated, runs trained, recorded in dvc.lock, verdicts, README); without NAME (or with `all`)
-    it stops with one line when the Makefile is read, before its install and data prerequisites."""
-    import subprocess
-    from pathlib import Path
+def _mini(test="superiority", margin=None):
+    q = {"id": "q", "claim": "c", "kind": "paired", "a": "ref", "b": "free", "metric": "acc1", "unit": "pt",
+         "test": test, "direction": "greater" if test != "equivalence" else "none", "pilot": {"sd": 1, "n": 3, "mean": 0}}
+    if margin is not None:
+        q["margin"] = margin
+    return {"rules": {"alpha": 0.05, "primary_family": "f"},
+            "studies": {"s": {"family": "f", "budget": {"train_limit": 1000, "epochs": 10}, "seeds": [1, 2, 3],
+                              "cells": {"ref": {}, "free": {"free": True}}, "questions": [q]}},
+            "teacher": {}}
 
-    import os
 
-    root = Path(__file__).resolve().parents[1]
-    # under `make test` this runs inside a make: without its MAKELEVEL/MAKEFLAGS the child is a top-level make (no
-    # "Entering directory" lines, no inherited flags such as -n or -k)
-    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES")}
-    make = ["make", "--no-print-directory"]
-    r = subprocess.run([*make, "-n", "study", "NAME=my_ablation", "STAMP="], cwd=root, capture_output=True, text=True,
-                       env=env)
-    assert r.returncode == 0, r.stderr
-    lines = r.stdout.splitlines()
-    steps = ["-m odevit.repro.stages", "-m odevit.repro.runner my_ablation --jobs", "-m odevit.repro.runner my_ablation "
-             "--commit", "dvc repro -s evidence", "-m odevit.repro.readme"]
-    at = [next(i for i, line in enumerate(lines) if s in line) for s in steps]
-    assert at == sorted(at), lines
-    for args, msg in (([], "make study NAME=STUDY: the name of a study in plan.yaml"),
-                      (["NAME=all"], "make study NAME=all: every study is `make evidence`")):
-        r = subprocess.run([*make, "study", *args], cwd=root, capture_output=True, text=True, env=env)  # no STAMP= here:
-        # refused when the Makefile is read, before the install and data prerequisites (nothing runs)
-        assert r.returncode == 2 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1 and msg in r.stderr
+def _runs(ref, free, conv=(True,) * 6):
+    rows = [dict(study="s", cell="ref", seed=s, acc1=a, converged=c, plan_hash="x", device="d")
+            for s, a, c in zip((1, 2, 3), ref, conv[:3])]
+    rows += [dict(study="s", cell="free", seed=s, acc1=a, converged=c, plan_hash="x", device="d")
+             for s, a, c in zip((1, 2, 3), free, conv[3:])]
+    return pd.DataFrame(rows)
+
+
+T = {"acc1": 90.0, "seed_sd": 0.2, "seed": 0, "converged": True}
+
+
+def test_verdict_by_hand_and_flips():
+    plan = _mini()
+    r = verdicts2.judge(plan, _runs([82.0, 83.0, 84.5], [80.0, 80.5, 81.0]), T).iloc[0]
+    d = [2.0, 2.5, 3.5]  # ref - free per seed
+    mean, sd = sum(d) / 3, pd.Series(d).std()
+    half = st.t.ppf(1 - 0.05 / 2, 2) * sd / math.sqrt(3)
+    assert (r["mean"], r["ci_low"], r["ci_high"]) == pytest.approx((mean, mean - half, mean + half))
+    assert r.verdict == "supports" and r.fair
+    flipped = verdicts2.judge(plan, _runs([80.0, 80.5, 81.0], [82.0, 83.0, 84.5]), T).iloc[0]
+    assert flipped.verdict == "contradicts"
+    noisy = verdicts2.judge(plan, _runs([82.0, 79.0, 84.5], [80.0, 80.5, 81.0]), T).iloc[0]
+    assert noisy.verdict == "inconclusive"
+
+
+def test_row_labels_before_the_test():
+    plan = _mini()
+    good = _runs([82.0, 83.0, 84.5], [80.0, 80.5, 81.0])
+    assert verdicts2.judge(plan, good.iloc[1:], T).iloc[0].verdict == "not measured yet (2 of 3 seeds)"
+    one_cell = verdicts2.judge(plan, good[good.cell == "ref"], T).iloc[0]  # a cell finished, its partner not yet
+    assert one_cell.verdict == "not measured yet (0 of 3 seeds)" and one_cell.converged == "–"
+    assert verdicts2.judge(plan, good, T).iloc[0].converged == "6/6"
+    assert verdicts2.judge(plan, _runs([82.0, 83.0, 84.5], [80.0, 80.5, 81.0], (True,) * 5 + (False,)),
+                           T).iloc[0].verdict == "not converged (1 of 6 runs)"
+    weak = dict(T, acc1=80.0)  # a teacher below the free ODE's mean (80.5): not a fair test of distillation
+    r = verdicts2.judge(plan, good, weak).iloc[0]
+    assert r.verdict == "unfair (teacher not above free)" and r.verdict_test == "supports"
+
+
+def test_retention_margin_rule():
+    q = {"margin_rule": "teacher_spread"}
+    assert verdicts2.margin(q, {"acc1": 90.0, "seed_sd": 0.5}) == pytest.approx(1.0)
+    assert verdicts2.margin(q, {"acc1": 90.0, "seed_sd": 0.1}) == pytest.approx(2 * 100 * math.sqrt(0.09 / 10000))
+
+
+def test_two_machine_kinds_need_their_measured_shift():
+    plan = _mini()
+    r = _runs([82.0, 83.0, 84.5], [80.0, 80.5, 81.0])
+    r.loc[r.cell == "free", "device"] = "cpu"  # free made on a second machine kind
+    row = verdicts2.judge(plan, r, T).iloc[0]
+    assert row.verdict == "not measured yet (machine shift between cpu and d)"
+    rerun = pd.DataFrame([dict(study="s", cell="ref", seed=1, acc1=82.1, device="cpu")])
+    sh = verdicts2.shifts(r, rerun)
+    assert sh["shift"].tolist() == pytest.approx([0.1]) and sh.device_committed.tolist() == ["d"]
+    row = verdicts2.judge(plan, r, T, shift=sh).iloc[0]
+    assert row.verdict == "supports" and row.verdict_under_shift == "same"
+    assert row.machine_shift == "cpu runs minus the same seeds' d runs: +0.10 (ref s1) pt; mean +0.10, largest |shift| 0.10"
+    big = pd.DataFrame([dict(study="s", cell="ref", seed=1, acc1=84.5, device="cpu")])  # a 2.5 pt shift
+    row = verdicts2.judge(plan, r, T, shift=verdicts2.shifts(r, big)).iloc[0]
+    assert row.verdict == "supports" and row.verdict_under_shift == "changes"
+    same = verdicts2.judge(plan, _runs([82.0, 83.0, 84.5], [80.0, 80.5, 81.0]), T, shift=sh).iloc[0]
+    assert same.machine_shift is None and same.verdict == "supports"  # one machine kind: no shift needed
+
+
+def test_every_committed_run_records_the_plan_hash_of_params_yaml():
+    """The plan moved into params.yaml with its text: each committed run's recorded plan hash (its study block +
+    rules + the teacher recipe) is today's, and an edit of a study's block changes that study's hash only."""
+    import glob
+    import json
+
+    plan = plan2.load("params.yaml")
+    files = sorted(glob.glob("results/v2/v2_*/*/s*/metrics.json"))
+    assert len(files) == 90
+    for f in files:
+        m = json.load(open(f))
+        assert m["plan_hash"] == plan2.study_hash(plan, m["study"]), f
+    for f in glob.glob("results/v2/teacher/s*/metrics.json"):
+        assert json.load(open(f))["plan_hash"] == plan2.study_hash(plan, None), f
+    edited = copy.deepcopy(plan)
+    edited["teacher"]["depth"] = 12  # the architecture keys beside the recipe are not the plan's
+    assert plan2.study_hash(edited, "v2_1k") == plan2.study_hash(plan, "v2_1k")
+    edited["teacher"]["epochs"] = 41  # the recipe is
+    assert plan2.study_hash(edited, "v2_1k") != plan2.study_hash(plan, "v2_1k")

@@ -5,7 +5,6 @@ import pytest
 import torch
 
 from odevit.repro import config, objectives, pipeline, train
-from odevit.repro.preset import flags
 
 CE_JASMIN = config.Scratch(label_smoothing=0.1, jasmin_weight=1.0, jasmin_k=2)  # stage 03's default loss
 CE = config.Scratch(label_smoothing=0.0, jasmin_weight=0.0)  # plain CE
@@ -71,30 +70,6 @@ def test_config_errors_name_key_value_and_allowed():
     with pytest.raises(config.ConfigError, match=r"teacher.epochs = 'three': expected int"):
         config.parse("teacher", {"epochs": "three"})
     assert config.parse("teacher", {"lr": "1e-3"}).lr == 1e-3  # YAML 1.1 reads 1e-3 as a string
-
-
-def test_presets_validate_and_quote_safely(tmp_path):
-    import glob
-    import yaml
-    from hydra.core.override_parser.overrides_parser import OverridesParser  # DVC's own -S parser
-
-    parse = OverridesParser.create().parse_overrides
-    for p in glob.glob("presets/*.yaml"):
-        fl = flags(p)
-        assert fl and all(" " not in f for f in fl), p
-        preset = yaml.safe_load(open(p))
-        for o in parse(fl[1::2]):  # every value reads back as the preset wrote it (dicts included)
-            block, key = o.key_or_group.split(".", 1)
-            if o.is_delete():  # a dict replaces params.yaml's: its other keys are deleted
-                assert key.count(".") == 1 and key.split(".")[1] not in preset[block][key.split(".")[0]], (p, key)
-            else:
-                assert o.value() == preset[block][key], (p, o.key_or_group)
-    fl = flags("presets/converged_fmnist.yaml")
-    assert "~study.cells.parallel" in fl and "~study.cells.ref" not in fl  # only the headline cells stay
-    bad = tmp_path / "bad.yaml"
-    bad.write_text("distill: {solver: euler}\n")
-    with pytest.raises(config.ConfigError, match="distill.solver = 'euler'"):
-        flags(str(bad))
 
 
 def test_saved_bytes_of_a_known_graph():

@@ -147,7 +147,7 @@ def test_no_negative_zero_is_printed():
     md = v2.rows_markdown(CLAIMS, family="v2_steps")
     assert "[-1.27, -0.001]" in md and "-7.50" in md and not re.search(r"-0\.0+(?!\d)", md)
     assert "+2.46" in v2.rows_markdown(CLAIMS, ["ts_minus_free_1k"])
-    for name in notebook.PLAN_V2:  # the executed copies readers read
+    for name in notebook.PLAN:  # the executed copies readers read
         nb = nbformat.read(str(ROOT / f"outputs/{name}.ipynb"), as_version=4)
         for c in nb.cells:
             for o in c.get("outputs", []):
@@ -253,7 +253,7 @@ def test_module_and_notebooks_read_files_only():
     names = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names} | {
         n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert not names & {"train", "pipeline", "objectives", "study", "fast", "torch"}
-    for name in notebook.PLAN_V2:
+    for name in notebook.PLAN:
         nb = nbformat.read(str(ROOT / f"notebooks/{name}.ipynb"), as_version=4)
         code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
         imports = [ln for ln in code.splitlines() if "import" in ln and "odevit" in ln]
@@ -262,7 +262,7 @@ def test_module_and_notebooks_read_files_only():
 
 def test_each_v2_notebook_has_its_stage():
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
-    for name in notebook.PLAN_V2:
+    for name in notebook.PLAN:
         st = stages[name]
         assert st["cmd"] == f"python -m odevit.repro.notebook {name}"
         assert {"plan_v2.yaml", "results/v2/claims.csv", "odevit/repro/v2_figures.py", f"notebooks/{name}.ipynb"} <= set(
@@ -273,7 +273,7 @@ def test_each_v2_notebook_has_its_stage():
     assert {f"results/v2/verdicts_{f}.png" for f in v2.families(yaml.safe_load(Path(PLAN).read_text()))} <= outs
 
 
-@pytest.mark.parametrize("name", notebook.PLAN_V2)
+@pytest.mark.parametrize("name", notebook.PLAN)
 def test_committed_executed_copy_states_the_verdict_files_rows(name):
     """The executed copy in outputs/ (what readers read) states its rows, each with claims.csv's verdict: a copy
     executed before claims.csv changed, or a notebook printing another verdict, fails here."""
@@ -291,7 +291,7 @@ def test_v2_notebooks_execute_on_the_committed_results(repro):
     drawn by this run): it ran, wrote its figures and states its rows with claims.csv's verdicts."""
     want = CLAIMS.set_index("question").verdict
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
-    for name in notebook.PLAN_V2:
+    for name in notebook.PLAN:
         stated = _stated(repro / f"outputs/{name}.ipynb")
         assert list(stated) == ROWS.get(name, [])
         assert all(stated[q] == want[q] for q in stated)

@@ -189,7 +189,7 @@ CHOICES = {
     "dataset": sorted(INFO), "device": ["auto", "cpu", "cuda"], "precision": ["auto", "fp32", "bf16"], "solver": sorted(SOLVERS),
     "norm": ["centernorm", "layernorm"], "normalize": ["dataset", "imagenet", "half"],
     "schedule": ["softmax", "softmax_min1", "uniform"], "schedule_points": ["steps", "grid_points"], "select_on": ["val", "test"],
-    "jasmin_maps_from": ["steps", "grid_points"], "weights": ["trained", "published"], "distance_tokens": ["cls", "all"], "mse_tokens": ["cls", "all"],
+    "jasmin_maps_from": ["steps", "grid_points"], "weights": ["published"], "distance_tokens": ["cls", "all"], "mse_tokens": ["cls", "all"],
 }
 POSITIVE = {"lipschitz", "power_iters", "bound_samples", "num_steps", "epochs", "lr", "tau", "mlp_ratio", "batch_size", "eval_batch_size", "image_size", "patch_size",
             "embed_dim", "num_heads", "depth", "channels", "distance_batches", "horizon", "jasmin_k", "cycles",
@@ -295,7 +295,7 @@ def load(block: str, values: Optional[Dict[str, Any]] = None, params_file: str =
     """Parse a block injected by papermill, or read it from params.yaml when run by hand."""
     if values is None:
         values = read_yaml(params_file).get(block, {})
-    return parse(block, values)
+    return parse(block, _knobs(block, values))
 
 
 def merged(base: Any, **overrides: Any) -> Any:
@@ -308,7 +308,7 @@ STUDY = ["base", "teacher", "distill", "study"]
 # The params.yaml blocks each entry point reads. A dvc.yaml stage's entry lists the blocks of its `params` there
 # (tests/test_reliability.py checks they agree); the first stage checks every block.
 STAGE_BLOCKS = {
-    "01_data": ["base", "teacher", "distill", "study", "dynamics"],  # notebooks 01_data: checks every block
+    "01_data": ["base", "teacher", "distill", "dynamics"],  # notebooks 01_data: checks every block and the plan
     "02_teacher": ["base", "teacher", "distill"],  # notebooks 02_teacher (distill.distance_batches, distance_tokens)
     "06_dynamics": STUDY + ["dynamics"],  # notebooks 06_dynamics
     "cell": STUDY,  # python -m odevit.repro.study CELL SEED (dvc.yaml stage `cell`), odevit.repro.fast
@@ -317,15 +317,30 @@ STAGE_BLOCKS = {
 }
 
 
+def _knobs(block: str, values: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """A block's knobs: the teacher block also holds the plan's recipe keys `seeds` and `weak` (plan.py reads them)."""
+    if block == "teacher" and values:
+        return {k: v for k, v in values.items() if k not in ("seeds", "weak")}
+    return values
+
+
 def check_stage(stage: str, params_file: str = "params.yaml") -> Dict[str, Any]:
     """Parse the blocks a stage reads and check what spans blocks; ConfigError (one line) on the first problem."""
     if stage not in STAGE_BLOCKS:
         raise ConfigError(f"stage '{stage}' is not one of {list(STAGE_BLOCKS)}")
     params = read_yaml(params_file)
-    unknown = [k for k in params if k not in SCHEMAS]
+    plan_keys = ("version", "rules", "studies", "publish")  # the plan's blocks (odevit.repro.plan checks them)
+    unknown = [k for k in params if k not in SCHEMAS and k not in plan_keys]
     if unknown:
-        raise ConfigError(f"params.yaml: top-level block '{unknown[0]}' is not one of {list(SCHEMAS)}")
-    cfg = {b: parse(b, params.get(b)) for b in STAGE_BLOCKS[stage]}
+        raise ConfigError(f"params.yaml: top-level block '{unknown[0]}' is not one of {list(SCHEMAS) + list(plan_keys)}")
+    if "studies" in params:  # the plan: checked with the knobs, before any work
+        from . import plan as plan_mod
+
+        try:
+            plan_mod.load(params_file)
+        except plan_mod.PlanError as e:
+            raise ConfigError(str(e)) from None
+    cfg = {b: parse(b, _knobs(b, params.get(b))) for b in STAGE_BLOCKS[stage]}
     base: Base = cfg["base"]
     native_c = INFO[base.dataset][0]
     if base.channels != native_c and not (native_c == 1 and base.channels == 3):

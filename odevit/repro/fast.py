@@ -197,12 +197,27 @@ def key_mismatch(theirs: Dict[str, Any], mine: Dict[str, Any]) -> List[str]:
     if theirs.get("trainer") != mine.get("trainer"):
         bad.append(f"trainer code (fast.py {theirs.get('trainer')}, today {mine.get('trainer')})")
     if theirs.get("source") != mine.get("source"):
-        from .runner import EQUIVALENCE, equivalent_sources
-
         if theirs.get("source") not in equivalent_sources(mine["source"]):
             bad.append(f"training source ({theirs.get('source')}, today {mine['source']}; no record in {EQUIVALENCE} "
                        "makes it today's)")
     return bad
+
+
+EQUIVALENCE = "docs/evidence/source_equivalence.json"
+
+
+def equivalent_sources(source: str, path: str = EQUIVALENCE) -> set:
+    """Training sources whose runs today's code reproduces: the chain of checked old -> new records ending at
+    `source` (each record: a run retrained with the new code, bit-identical to the old code's run)."""
+    ok, recs = {source}, json.load(open(path)) if os.path.isfile(path) else []
+    changed = True
+    while changed:
+        changed = False
+        for r in recs:
+            if r["new"] in ok and r["old"] not in ok:
+                ok.add(r["old"])
+                changed = True
+    return ok
 
 
 def _base_part(base: Any) -> Dict[str, Any]:
@@ -455,12 +470,14 @@ def load_resume(group: Group, path: str, aug: Optional[Sequence[torch.Generator]
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# The plan driver: `python -m odevit.repro.fast plan_v2.yaml` makes every run of a plan of version 2 (its teacher
-# seeds, then each study's cells), each cell's seeds as one group, resumable from the group's last.pt.
+# The plan driver: `run_plan` (the notebooks' stages call it for their studies and cells; `python -m odevit.repro.fast`
+# for all of them) makes every run of the plan in params.yaml (its teacher seeds, then each study's cells), each cell's
+# seeds as one group, resumable from the group's last.pt, reusing a cell whose committed runs match its run key.
 
 RESULTS, CKPTS = "results/v2", "checkpoints/v2"
 UNSEEN, INSIDE, BELOW = (4, 5, 7, 9, 10), (7, 9, 10), (4, 5)
 KEPT_TEACHER = "weights/v2_teacher/best.pt"  # the selected v2 teacher's best.pt, in git (selected.json: its sha256)
+WEAK = f"{RESULTS}/teacher_weak"  # the weak teacher (params.yaml teacher.weak): selected.json, distances.csv
 
 
 def tau_by_rule(distances: Sequence[float], ratio: float) -> float:
@@ -506,24 +523,24 @@ def _provenance(t0: float, device: torch.device, history: Sequence[Dict[str, flo
 class Plan:
     """Plan v2 as the driver needs it: configs per study and cell, seeds, budgets, the teacher recipe, hashes."""
 
-    def __init__(self, path: str, params_file: str = "params.yaml"):
+    def __init__(self, path: str = "params.yaml"):
         from . import config
-        from . import plan2 as plan_mod
+        from . import plan as plan_mod
 
-        self.path, self.plan = path, plan_mod.load_v2(path)
-        cfg = config.check_stage("cell", params_file)
+        self.path, self.plan = path, plan_mod.load(path)
+        cfg = config.check_stage("cell", path)
         r = self.plan["rules"]
         self.base = config.merged(cfg["base"], precision=r["precision"])
         self.teacher_cfg = config.merged(cfg["teacher"], **{k: v for k, v in self.plan["teacher"].items()
                                                               if k in plan_mod.TEACHER_KEYS})
-        self.weak_cfg = cfg["teacher"]
+        self.weak_cfg = self.teacher_cfg  # the same architecture (its weights: WEAK_TEACHER)
         self.distill = cfg["distill"]
         self.optim = dict(floor=float(r["schedule"]["lr_floor"]), floor_frac=float(r["schedule"]["floor_frac"]))
 
     def hash(self, study: Optional[str]) -> str:
-        from .plan2 import study_hash_v2
+        from .plan import study_hash
 
-        return study_hash_v2(self.plan, study)
+        return study_hash(self.plan, study)
 
 
 def _loaders(base: Any, limit: int, seeds: Sequence[int]) -> Tuple[List[Any], Any, Any]:
@@ -645,7 +662,8 @@ def select_teacher(p: Plan, device: torch.device) -> bool:
     return True
 
 
-def _teacher_for(p: Plan, which: str, device: torch.device) -> Tuple[Any, str, List[float], str]:
+def _teacher_for(p: Plan, which: str, device: torch.device, need_weights: bool = True
+                 ) -> Tuple[Any, str, List[float], str]:
     """(teacher config, checkpoint folder, distances, sha256) of the v2 teacher ('strong') or plan 1's ('weak')."""
     import json
 
@@ -653,17 +671,22 @@ def _teacher_for(p: Plan, which: str, device: torch.device) -> Tuple[Any, str, L
 
     from ..hub import sha256
 
-    if which == "weak":
-        ck = "checkpoints/02_teacher"
-        if not os.path.exists(f"{ck}/best.pt"):
-            raise FileNotFoundError(f"{ck}/best.pt: plan 1's teacher (the weak cell's): rebuild it with "
-                                    "`python -m odevit.repro.restore`")
-        d = pd.read_csv("results/02_teacher/distances.csv")["distance"].tolist()
-        return p.weak_cfg, ck, d, sha256(f"{ck}/best.pt")
+    if which == "weak":  # plan 1's 3-epoch teacher: its tensors in git (safetensors), written as a best.pt once
+        sel = json.load(open(f"{WEAK}/selected.json"))
+        d = pd.read_csv(f"{WEAK}/distances.csv")["distance"].tolist()
+        ck = "checkpoints/v2/teacher_weak"
+        if need_weights and not os.path.exists(f"{ck}/best.pt"):
+            from safetensors.torch import load_file
+
+            if sha256(sel["weights"]) != sel["weights_sha256"]:
+                raise FileNotFoundError(f"{sel['weights']}: not the weak teacher's weights (sha256 "
+                                        f"{sel['weights_sha256'][:12]} expected)")
+            save_atomic({"model": load_file(sel["weights"]), "epoch": None, "val_acc1": None}, f"{ck}/best.pt")
+        return p.weak_cfg, ck, d, sel["sha256"]
     sel = json.load(open(f"{RESULTS}/teacher/selected.json"))
     d = pd.read_csv(f"{RESULTS}/teacher/distances.csv")["distance"].tolist()
     ck = f"{CKPTS}/teacher/s{sel['seed']}"
-    if not os.path.exists(f"{ck}/best.pt"):  # a fresh clone: the selected teacher is kept in git, byte for byte
+    if need_weights and not os.path.exists(f"{ck}/best.pt"):  # a fresh clone: the selected teacher is kept in git, byte for byte
         if not os.path.exists(KEPT_TEACHER) or sha256(KEPT_TEACHER) != sel["sha256"]:
             raise FileNotFoundError(f"{ck}/best.pt is missing and {KEPT_TEACHER} is not the selected teacher "
                                     f"(sha256 {sel['sha256'][:12]}): its students cannot be trained")
@@ -687,7 +710,7 @@ def train_cell(p: Plan, study: str, cell: str, device: torch.device, graphs: boo
 
     from . import config, objectives, pipeline, train
     from ..schedule import checkpoint_indices
-    from .study import build_cell, load_teacher
+    from .pipeline import build_cell, load_teacher
 
     t0 = time.time()
     s = p.plan["studies"][study]
@@ -700,14 +723,19 @@ def train_cell(p: Plan, study: str, cell: str, device: torch.device, graphs: boo
     ck_root = CKPTS if into is None else f"checkpoints/{os.path.basename(os.path.normpath(into))}"
     outs = [f"{root}/{study}/{cell}/s{x}" for x in seeds]
     ckpts = [f"{ck_root}/{study}/{cell}/s{x}" for x in seeds]
-    if _done(outs):
-        return True
     ov = dict(s["cells"][cell] or {})
     free = bool(ov.pop("free", False))
     which = ov.pop("teacher", "strong")
-    tcfg, tck, dist, tsha = _teacher_for(p, which, device)
+    tcfg, tck, dist, tsha = _teacher_for(p, which, device, need_weights=False)
     ratio = float(p.plan["rules"]["tau_rule"]["ratio"])
     d = config.merged(p.distill, epochs=s["budget"]["epochs"], patience=0, tau=tau_by_rule(dist, ratio), **ov)
+    cfg = Optim(d.lr, d.weight_decay, d.warmup, d.clip, d.epochs, **p.optim)
+    key = run_key(study=study, cell=cell, seeds=seeds, train_limit=s["budget"]["train_limit"], free=free,
+                  teacher=None if free else which, teacher_sha256=None if free else tsha, base=_base_part(p.base),
+                  distill=dataclasses.asdict(d), optim=dataclasses.asdict(cfg))
+    if reusable(f"{root}/{study}/{cell}", outs, key, f"{study} {cell}"):
+        return True
+    tcfg, tck, dist, tsha = _teacher_for(p, which, device)
     limit = s["budget"]["train_limit"]
     loaders, va, te = _loaders(p.base, limit, seeds)
     models, teacher = [], None
@@ -748,11 +776,8 @@ def train_cell(p: Plan, study: str, cell: str, device: torch.device, graphs: boo
             draws[epoch] = torch.randint(len(choices), (len(loaders[0]),), generator=gen).tolist()
         return choices[draws[epoch][b]]
 
-    cfg = Optim(d.lr, d.weight_decay, d.warmup, d.clip, d.epochs, **p.optim)
     g = new_group(models, cfg, len(loaders[0]), device)
-    g.key = run_key(study=study, cell=cell, seeds=seeds, train_limit=limit, free=free, teacher=None if free else which,
-                    teacher_sha256=None if free else tsha, base=_base_part(p.base), distill=dataclasses.asdict(d),
-                    optim=dataclasses.asdict(cfg))
+    g.key = key
     resume = f"{ck_root}/{study}/{cell}/last.pt"
     resumed = load_resume(g, resume)
     if not fit(g, objective, loaders, trd, vad, ckpts, device, step_n, graphs=graphs, label=f"{study} {cell}",
@@ -784,12 +809,51 @@ def train_cell(p: Plan, study: str, cell: str, device: torch.device, graphs: boo
                  plan_hash=p.hash(study), precision=p.base.precision, trained_together=seeds,
                  provenance=_provenance(t0, device, hist, resumed), run_key=g.key, resumed_key=g.resumed_key)
         _write_run(outs[k], m, hist)
+    write_json({k: key[k] for k in ("config", "parts")}, f"{root}/{study}/{cell}/key.json")
     return True
 
 
-def run_plan(path: str, device_name: str = "auto", graphs: bool = True, deadline_s: Optional[float] = None,
-             studies: Optional[Sequence[str]] = None, cells: Optional[Sequence[str]] = None,
-             params_file: str = "params.yaml", shard: Tuple[int, int] = (0, 1), teacher_only: bool = False,
+def reusable(cell_dir: str, outs: Sequence[str], key: Dict[str, Any], label: str) -> bool:
+    """Whether a cell's committed runs stand for today's params: every seed's metrics.json is there and the cell's run
+    key (key.json, else the first seed's recorded run_key) names today's configuration (`key["config"]`). A cell made
+    under another configuration is trained again (what differs is printed); code changes are not part of the key:
+    the notebooks' DVC stages depend on the code, and tests/test_train.py checks the trainer's arithmetic."""
+    if not all(os.path.exists(f"{o}/metrics.json") for o in outs):
+        return False
+    kf = f"{cell_dir}/key.json"
+    theirs = json.load(open(kf)) if os.path.exists(kf) else (json.load(open(f"{outs[0]}/metrics.json")).get("run_key")
+                                                               or {})
+    if theirs.get("config") == key["config"]:
+        print(f"{label}: reused ({len(outs)} committed runs, run key {key['config']})", flush=True)
+        return True
+    a, b = theirs.get("parts") or {}, key["parts"]
+    print(f"{label}: committed runs made under another configuration ("
+          + (", ".join(k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)) or "no run key recorded")
+          + "): trained again", flush=True)
+    return False
+
+
+HEADLINE = ("ref", "ce", "free")  # the budget curve's cells (notebook 03_budget)
+
+
+def notebook_cells(path: str, group: str) -> List[str]:
+    """The cell names a notebook trains: 'budget' the headline cells, 'steps' those drawing N per step
+    (train_steps), 'design' every other cell of any study (where a cell a user adds is trained)."""
+    from . import plan as plan_mod
+
+    studies = plan_mod.load(path)["studies"]
+    names = list(dict.fromkeys(c for s in studies.values() for c in s["cells"]))
+    steps = {c for s in studies.values() for c, ov in s["cells"].items() if (ov or {}).get("train_steps")}
+    groups = {"budget": [c for c in names if c in HEADLINE], "steps": [c for c in names if c in steps],
+              "design": [c for c in names if c not in HEADLINE and c not in steps]}
+    if group not in groups:
+        raise ValueError(f"notebook_cells: group {group!r} is not one of {list(groups)}")
+    return groups[group]
+
+
+def run_plan(path: str = "params.yaml", device_name: str = "auto", graphs: bool = True,
+             deadline_s: Optional[float] = None, studies: Optional[Sequence[str]] = None,
+             cells: Optional[Sequence[str]] = None, shard: Tuple[int, int] = (0, 1), teacher_only: bool = False,
              into: Optional[str] = None, only_seeds: Optional[Sequence[int]] = None) -> bool:
     """Every run of the plan, in order: the teacher seeds, then each study's cells (`shard` (i, n): only the cell
     groups whose index in that order is i modulo n, for n processes sharing one GPU; the teacher must be done first:
@@ -798,7 +862,7 @@ def run_plan(path: str, device_name: str = "auto", graphs: bool = True, deadline
     i, n = shard
     if not 0 <= i < n:
         raise ValueError(f"--shard {i}/{n}: expected 0 <= i < n")
-    p = Plan(path, params_file)
+    p = Plan(path)
     device = _device_setup(p.base.precision, device_name)
     deadline = t0 + deadline_s if deadline_s else None
     print(f"plan {path}: device {device}, deadline {deadline_s or 'none'} s" + (f", shard {i}/{n}" if n > 1 else ""),
@@ -826,13 +890,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     import argparse
 
     ap = argparse.ArgumentParser(description="Make every run of a plan-v2 file (resumable), on the GPU if any")
-    ap.add_argument("plan", nargs="?", default="plan_v2.yaml")
+    ap.add_argument("plan", nargs="?", default="params.yaml")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--no-graphs", action="store_true", help="CUDA: run every step eagerly (no CUDA graphs)")
     ap.add_argument("--deadline", type=float, default=None, help="seconds: stop after the epoch that passes it")
     ap.add_argument("--studies", nargs="*", default=None)
     ap.add_argument("--cells", nargs="*", default=None)
-    ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--shard", default="0/1", help="I/N: this process makes cell groups I, I+N, ... (N processes)")
     ap.add_argument("--teacher-only", action="store_true", help="make the teacher seeds and stop (before shards)")
     ap.add_argument("--into", default=None, help="rerun into this folder instead of results/v2 (a machine shift)")
@@ -848,7 +911,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     except (ValueError, AssertionError):
         ap.error(f"--shard {a.shard!r}: expected I/N, e.g. 0/3")
     try:
-        done = run_plan(a.plan, a.device, not a.no_graphs, a.deadline, a.studies, a.cells, a.params, shard,
+        done = run_plan(a.plan, a.device, not a.no_graphs, a.deadline, a.studies, a.cells, shard,
                         a.teacher_only, a.into, a.seeds)
     except ResumeError as e:  # one line naming the file, before that group trains
         print(e, file=sys.stderr)

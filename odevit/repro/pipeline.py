@@ -345,3 +345,33 @@ def encoder_params(model: nn.Module) -> int:
     if isinstance(model, ODEViT):
         return model.encoder_params()
     return sum(p.numel() for p in model.blocks.parameters())
+
+
+def build_free(teacher: nn.Module, cfg: Distill) -> ODEViT:
+    """The student's exact architecture (width, heads, mlp_ratio, N, T = L, patch, registers, head norm, norm,
+    solver, init, dropout), every part freshly initialised and trainable: nothing taken from the teacher."""
+    model = build_student(teacher, dataclasses.replace(cfg, freeze=[]))
+    fresh = ODEViT(**arch_kwargs(model), spectral_init_qkv=cfg.spectral_init_qkv)
+    for p in fresh.parameters():
+        p.requires_grad_(True)
+    return fresh
+
+
+def arch_kwargs(m: ODEViT) -> Dict[str, Any]:
+    """The constructor arguments that fix an ODEViT's architecture (used to compare two models)."""
+    f = m.field
+    return dict(img_size=m.patch_embed.img_size[0], patch_size=m.patch_embed.patch_size[0],
+                in_chans=m.patch_embed.proj.in_channels, num_classes=m.num_classes, embed_dim=m.embed_dim,
+                num_heads=f.attn.num_heads, mlp_ratio=f.mlp.fc1.out_features / m.embed_dim, num_steps=m.num_steps,
+                horizon=m.horizon, solver=m.solver_name, norm=type(f.norm1).__name__.lower(),
+                bias=f.attn.qkv.bias is not None, reg_tokens=m.num_reg_tokens, pos_embed_reg=m.pos_embed_reg,
+                head_norm=isinstance(m.norm, nn.LayerNorm), attn_drop=f.attn.attn_drop.p, proj_drop=f.attn.proj_drop.p,
+                mlp_drop=f.mlp.drop1.p)
+
+
+def load_teacher(b: Base, t: Teacher, device: torch.device, ckpt: str) -> nn.Module:
+    return train.load_weights(pipeline.build_teacher(b, t), f"{ckpt}/best.pt").to(device).eval()
+
+
+def build_cell(teacher: nn.Module, d: Distill, free: bool) -> ODEViT:
+    return build_free(teacher, d) if free else build_student(teacher, d)

@@ -1,11 +1,8 @@
-"""Publish weights (odevit.hub) to the folders of weights/, each a DVC stage:
+"""Publish the plan's weights (odevit.hub) to weights/v2:
 
-    python -m odevit.repro.publish              # stage publish: the quick run's teacher, free ODE and distilled
-                                                # student of the main seed (study.seeds[0]) -> weights/quick
-    python -m odevit.repro.publish --evidence   # stage publish_evidence: plan.yaml's publish block -> weights/evidence
-    python -m odevit.repro.publish --v2         # plan v2's teacher and plan_v2.yaml's publish rows whose runs are
-                                                # all finished (make plan-v2) -> weights/v2 (not a stage: the runs'
-                                                # checkpoints are fast.py's, outside DVC's outputs)
+    python -m odevit.repro.publish    # the plan's teacher and params.yaml's publish rows whose runs are all finished
+                                      # (their best.pt files are the trainer's, checkpoints/v2: on the machine that
+                                      # trained them) -> weights/v2
 
 Each writes safetensors (weights only) with FOLDER/manifest.json (sha256, size, architecture, constructor arguments,
 source checkpoint, cell, seed, how the seed was selected, data, metrics), then reloads every tag the way users do
@@ -28,8 +25,7 @@ from safetensors.torch import load_file, save_file
 
 from . import config, data, pipeline, train
 from . import plan as plan_mod
-from ..hub import (ARCH_KWARGS, EVIDENCE, MANIFEST, QUICK, STUDENT_ARCH, TAGS, TEACHER_ARCH, V2, WEIGHTS_DIR,
-                   WeightsError, sha256, weights_path)
+from ..hub import ARCH_KWARGS, MANIFEST, TAGS, TEACHER_ARCH, V2, WEIGHTS_DIR, WeightsError, sha256, weights_path
 from .evaluate import evaluate_tag
 
 
@@ -46,106 +42,15 @@ def _fingerprint(*blocks: Any) -> str:
     return hashlib.sha256(js.encode()).hexdigest()[:16]
 
 
-def sources(params_file: str = "params.yaml") -> Dict[str, Dict[str, Any]]:
-    """What the default run publishes: tag -> checkpoint, metrics file, builder, constructor kwargs, provenance."""
-    from . import study as st
-
-    cfg = config.check_stage("publish", params_file)
-    b, t, d, s = cfg["base"], cfg["teacher"], cfg["distill"], cfg["study"]
-    seed = s.seeds[0]
-    free = [n for n, ov in s.cells.items() if (ov or {}).get("free") is True]
-    if not free:
-        raise config.ConfigError("publish: study.cells has no free cell ({free: true}) to publish")
-    teacher = st.load_teacher(b, t, torch.device("cpu"))
-    out = {f"{TEACHER_ARCH}.fmnist": dict(
-        kind="teacher", checkpoint=f"{pipeline.TEACHER_CKPT}/best.pt", metrics="results/02_teacher/metrics.json",
-        builder=t.name or pipeline.GENERIC_VIT, model_kwargs=pipeline.teacher_kwargs(b, t), params_fingerprint=_fingerprint(b, t), cell=None,
-        seed=b.seed)}
-    for tag, cell in ((f"{STUDENT_ARCH}.fmnist_distill", s.reference), (f"{STUDENT_ARCH}.fmnist_free", free[0])):
-        dc, is_free = st.cell_config(d, s, cell)
-        model = st.build_cell(teacher, dc, is_free)
-        out[tag] = dict(kind="free" if is_free else "student", checkpoint=f"{st.cell_dir('checkpoints', cell, seed)}/best.pt",
-                        metrics=f"{st.cell_dir('results', cell, seed)}/metrics.json", builder="odevit.ODEViT",
-                        model_kwargs=st.arch_kwargs(model), cell=cell, seed=seed,
-                        params_fingerprint=_fingerprint(b, t, dc, s.train_limit, cell, seed))
-    for e in out.values():
-        e["data"] = _data_spec(b, e["seed"])  # a run's seed also draws the synthetic dataset
-    return out
-
-
-def evidence_sources(params_file: str = "params.yaml", plan_file: str = plan_mod.PLAN_FILE) -> Dict[str, Dict[str, Any]]:
-    """What the evidence publishes (plan.yaml: publish): per tag a plan study's cell, the seed with the best validation
-    Acc@1 at its selected epoch (ties: the lowest seed; the test set is never looked at), with that run's convergence
-    under the plan's rule; or a teacher kept as a committed snapshot (`snapshot`: its teacher.safetensors and
-    results/02_teacher/metrics.json)."""
-    from . import study as st
-    from .verdicts import convergence
-
-    plan = plan_mod.load(plan_file)
-    rows = plan.get("publish")
-    if not isinstance(rows, list) or not rows:
-        raise config.ConfigError(f"{plan_file}: 'publish' (a list of {{tag, study, cell}} or {{tag, snapshot}}) is missing")
-    cfg = config.check_stage("publish", params_file)
-    rule = plan["rules"]["convergence"]
-    teacher = None  # every study's students have params.yaml's teacher: loaded once, for the first student
-    out: Dict[str, Dict[str, Any]] = {}
-    for i, r in enumerate(rows):
-        tag = r.get("tag") if isinstance(r, dict) else None
-        if tag not in TAGS or TAGS[tag][2] != EVIDENCE:
-            raise config.ConfigError(f"{plan_file}: publish[{i}].tag '{tag}' is not one of the evidence tags of "
-                                     f"odevit.hub.TAGS ({sorted(t for t, v in TAGS.items() if v[2] == EVIDENCE)})")
-        if "snapshot" in r:
-            snap = r["snapshot"]
-            b, t = cfg["base"], cfg["teacher"]
-            out[tag] = dict(kind="teacher", checkpoint=f"{snap}/teacher.safetensors",
-                            metrics=f"{snap}/results/02_teacher/metrics.json", builder=t.name or pipeline.GENERIC_VIT,
-                            model_kwargs=pipeline.teacher_kwargs(b, t), cell=None, seed=b.seed, study=None,
-                            selection=f"the teacher of the exploratory snapshot {snap} (its study.json: how it was run)",
-                            data=_data_spec(b, b.seed))
-            continue
-        study, cell = r.get("study"), r.get("cell")
-        if study not in plan["studies"] or cell not in (plan["studies"][study].get("cells") or {}):
-            raise config.ConfigError(f"{plan_file}: publish[{i}] ({tag}): study '{study}' / cell '{cell}' is not a "
-                                     "study and one of its cells")
-        c = config.study_configs(cfg, plan, study, plan_file)
-        b, t, s = c["base"], c["teacher"], c["study"]
-        vals = {}
-        for seed in plan["studies"][study]["seeds"]:
-            hist = f"{st.cell_dir('results', cell, seed, study)}/history.csv"
-            if not os.path.isfile(hist):
-                raise FileNotFoundError(f"{hist}: missing (publish reads every seed of {study}/{cell}: run the study "
-                                        f"first, make evidence)")
-            h = pd.read_csv(hist)
-            vals[seed] = h["val_acc1"].tolist()
-        seed = max(vals, key=lambda k: (max(vals[k]), -k))
-        metrics = f"{st.cell_dir('results', cell, seed, study)}/metrics.json"
-        m = pipeline.read_json(metrics)
-        conv, gain, thr = convergence(vals[seed], int(m.get("val_images") or 0), rule["window_frac"], rule["se_multiple"])
-        dc, is_free = st.cell_config(c["distill"], s, cell)
-        teacher = teacher or st.load_teacher(b, t, torch.device("cpu"))
-        out[tag] = dict(kind="free" if is_free else "student",
-                        checkpoint=f"{st.cell_dir('checkpoints', cell, seed, study)}/best.pt", metrics=metrics,
-                        builder="odevit.ODEViT", model_kwargs=st.arch_kwargs(st.build_cell(teacher, dc, is_free)),
-                        cell=cell, seed=seed, study=study, plan_hash=m.get("plan_hash"),
-                        selection=f"best validation Acc@1 of seeds {sorted(vals)}: "
-                                  + ", ".join(f"s{k} {100 * max(v):.2f}" for k, v in sorted(vals.items())),
-                        seeds_compared=sorted(vals), val_acc1=max(vals[seed]), epochs_run=m.get("epochs_run"),
-                        converged_plan=dict(converged=conv, gain_last_pts=round(gain, 4), threshold_pts=round(thr, 4)),
-                        data=_data_spec(b, seed))
-    return out
-
-
-def v2_sources(plan_file: str = "plan_v2.yaml", params_file: str = "params.yaml"
-               ) -> Tuple[Dict[str, Dict[str, Any]], Dict[str, str]]:
+def v2_sources(plan_file: str = "params.yaml") -> Tuple[Dict[str, Dict[str, Any]], Dict[str, str]]:
     """What `--v2` publishes (weights/v2), and what it cannot yet: plan v2's teacher, the seed selected on validation
     (results/v2/teacher/selected.json), from the best.pt kept in git (weights/v2_teacher/best.pt), which must be that
     seed's (sha256); then plan_v2.yaml's `publish` rows, each a study's cell at the seed with the best validation
     Acc@1 (ties: the first in the plan's order; the test set is never looked at). A row whose cell has not finished
     every seed is returned as pending (tag -> why) and left out, never published from part of its seeds."""
     from . import fast
-    from . import study as st
 
-    p = fast.Plan(plan_file, params_file)
+    p = fast.Plan(plan_file)
     selected = f"{fast.RESULTS}/teacher/selected.json"
     if not os.path.isfile(selected):
         raise FileNotFoundError(f"{selected}: missing (plan v2's teacher is not trained and selected yet: make plan-v2)")
@@ -187,9 +92,9 @@ def v2_sources(plan_file: str = "plan_v2.yaml", params_file: str = "params.yaml"
         d = config.merged(p.distill, epochs=s["budget"]["epochs"], patience=0,
                           tau=fast.tau_by_rule(dist, float(p.plan["rules"]["tau_rule"]["ratio"])), **ov)
         b = dataclasses.replace(p.base, seed=seed)
-        model = st.build_cell(st.load_teacher(b, tcfg, torch.device("cpu"), tck), d, free)  # as train_cell builds it
+        model = pipeline.build_cell(pipeline.load_teacher(b, tcfg, torch.device("cpu"), tck), d, free)  # as train_cell builds it
         out[tag] = dict(kind="free" if free else "student", checkpoint=f"{fast.CKPTS}/{study}/{cell}/s{seed}/best.pt",
-                        metrics=files[seed], builder="odevit.ODEViT", model_kwargs=st.arch_kwargs(model), cell=cell,
+                        metrics=files[seed], builder="odevit.ODEViT", model_kwargs=pipeline.arch_kwargs(model), cell=cell,
                         seed=seed, study=study, plan_hash=m.get("plan_hash"),
                         selection=f"best validation Acc@1 of seeds {seeds} (ties: the first in the plan's order): "
                                   + ", ".join(f"s{x} {100 * ms[x]['val_acc1']:.2f}" for x in seeds),
@@ -212,18 +117,12 @@ def _state_dict(path: str) -> Dict[str, torch.Tensor]:
     return {k: v.contiguous() for k, v in (sd["model"] if "model" in sd else sd).items()}
 
 
-def publish(params_file: str = "params.yaml", root: Optional[str] = None, evidence: bool = False,
-            plan_file: str = plan_mod.PLAN_FILE, v2: bool = False) -> Dict[str, Any]:
-    """Write ROOT/TAG.safetensors + ROOT/manifest.json from the runs' best checkpoints: the quick run's tags
-    (weights/quick), with `evidence` plan 1's (weights/evidence), with `v2` plan v2's (weights/v2). Everything is
+def publish(params_file: str = "params.yaml", root: Optional[str] = None) -> Dict[str, Any]:
+    """Write ROOT/TAG.safetensors + ROOT/manifest.json from the runs' best checkpoints (weights/v2). Everything is
     written to ROOT.staging and checked there — every tag reloaded the way users load it must reproduce its run's
     Acc@1 — before it replaces ROOT: a failure leaves the previous weights untouched and nothing half-written."""
-    if evidence and v2:
-        raise ValueError("publish: evidence and v2 are two folders; publish one at a time")
-    folder = V2 if v2 else EVIDENCE if evidence else QUICK
-    root = root or os.path.join(WEIGHTS_DIR, folder)
-    src, pending = v2_sources(params_file=params_file) if v2 else (
-        evidence_sources(params_file, plan_file) if evidence else sources(params_file), {})
+    root = root or os.path.join(WEIGHTS_DIR, V2)
+    src, pending = v2_sources(params_file)
     # every input read (and checked) before anything is written
     inputs = {}
     for tag, e in src.items():
@@ -274,17 +173,11 @@ def publish(params_file: str = "params.yaml", root: Optional[str] = None, eviden
 
 
 def main(argv: Optional[list] = None) -> None:
-    ap = argparse.ArgumentParser(description=f"Publish the quick run's weights to weights/{QUICK} (DVC stage publish), "
-                                             f"with --evidence plan 1's to weights/{EVIDENCE} (publish_evidence), with "
-                                             f"--v2 plan v2's to weights/{V2}")
+    ap = argparse.ArgumentParser(description=f"Publish the plan's teacher and students to weights/{V2}")
     ap.add_argument("--params", default="params.yaml")
-    group = ap.add_mutually_exclusive_group()
-    group.add_argument("--evidence", action="store_true", help="the tags of plan.yaml's publish block")
-    group.add_argument("--v2", action="store_true", help=f"plan v2's teacher and students (plan_v2.yaml: publish), "
-                                                         f"to weights/{V2}")
     args = ap.parse_args(argv)
     try:
-        publish(args.params, evidence=args.evidence, v2=args.v2)
+        publish(args.params)
     except (config.ConfigError, plan_mod.PlanError, train.CheckpointError, FileNotFoundError, WeightsError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

@@ -3,14 +3,11 @@
     python -m odevit.repro.readme            # rewrite every <!-- NAME --> ... <!-- /NAME --> section of README.md
                                              # and of the docs pages in PAGES
     python -m odevit.repro.readme --check    # exit 1 and name the sections that differ from the results files
-    python -m odevit.repro.readme --record-run T0   # results/run.json: wall time since T0 (epoch s) of the `dvc repro`
-                                              # that just ended, and the machine (make quick calls it)
 
-`make quick` runs it after `dvc repro`; tests/test_readme.py fails when a section is stale. Each section is a
+The 07_verdicts stage runs it; tests/test_readme.py fails when a section is stale. Each section is a
 function that reads its results files into its template, docs/templates/NAME.md.j2 (the wording, `wording.fill`);
-the README's own and the small pages' sections are here, the others in a module per page: v2_pages (the
-README's claims table, docs/v2.md), results_pages
-(docs/results.md, docs/performance.md), exploratory_pages (docs/exploratory.md), plan1_pages (docs/plan1.md).
+the README's own and the small pages' sections are here, the claims' in v2_pages (the README's claims table,
+docs/v2.md).
 """
 from __future__ import annotations
 
@@ -25,8 +22,7 @@ from typing import Any, Callable, Dict, List
 
 import pandas as pd
 
-from . import exploratory_pages, plan1_pages, results_pages, v2_pages
-from .report import to_markdown
+from . import v2_pages
 from .wording import WORDS, fill, read_json, read_yaml
 
 
@@ -47,10 +43,10 @@ def module_map(root: str = ".") -> str:
 
 
 def _weights_rows(root: str = ".") -> List[Dict[str, Any]]:
-    """One row per published tag (weights/v2, weights/evidence, weights/quick): what `evaluate` gives, the run it came
+    """One row per published tag (weights/v2): what `evaluate` gives, the run it came
     from."""
     rows = []
-    for folder in ("v2", "evidence", "quick"):
+    for folder in ("v2",):
         path = os.path.join(root, "weights", folder, "manifest.json")
         for tag, e in (read_json(path)["weights"] if os.path.isfile(path) else {}).items():
             m = read_json(os.path.join(root, e["metrics_file"]))
@@ -80,32 +76,19 @@ def _weights_source(r: Dict[str, Any]) -> str:
 
 
 def _half_label(root: str) -> str:
-    sub = read_yaml(os.path.join(root, "params.yaml"))["study"]["robustness_test_limit"]
-    return f"at N/2 (first {sub:,} test images)" if sub else "at N/2"
+    return "at N/2"
 
 
 def weights_table(root: str = ".") -> str:
     v2 = os.path.join(root, "weights", "v2", "manifest.json")
     pending = read_json(v2).get("pending", {}) if os.path.isfile(v2) else {}
-    return to_markdown(pd.DataFrame([{
+    return (pd.DataFrame([{
         "tag": f"`{r['tag']}`", "what": r["e"]["description"],
         "Acc@1 (test)": f"{100 * r['e']['metrics']['acc1']:.2f} %", _half_label(root): r["half"],
         "parameters": f"{r['e']['parameters']:,}", "file": f"{r['e']['bytes'] / 2**20:.2f} MiB",
         "run": _weights_source(r), "metrics": f"`{r['e']['metrics_file']}`"}
-        for r in _weights_rows(root)])) + "".join(
+        for r in _weights_rows(root)]).to_markdown(index=False)) + "".join(
         f"\n\n`{tag}`: not published yet, its runs still train ({why})." for tag, why in pending.items())
-
-
-ASSUMED_GPU_TFLOP_S = 300.0  # an assumption (sustained bf16 on one H100), not a measurement
-
-
-def gpu_estimate(root: str = ".") -> str:
-    """Paper-scale training time from the benchmark's FLOP count per training image (FlopCounterMode, forward +
-    backward) and an assumed GPU throughput: 300 epochs of CIFAR's 50k images."""
-    b = read_json(os.path.join(root, "results/bench/bench.json"))
-    return fill("gpu-estimate", tflops=ASSUMED_GPU_TFLOP_S, rows={
-        r["config"]: r for r in b["rows"] if r["model"] == "ODE-ViT" and r["dtype"] == "fp32"
-        and r["config"].startswith("paper")})
 
 
 def cite(root: str = ".") -> str:
@@ -125,11 +108,9 @@ def cite(root: str = ".") -> str:
 
 
 SECTIONS: Dict[str, Callable[[str], str]] = {
-    "weights-table": weights_table, "cite": cite, "module-map": module_map, "gpu-estimate": gpu_estimate,
-    **v2_pages.SECTIONS, **results_pages.SECTIONS, **exploratory_pages.SECTIONS, **plan1_pages.SECTIONS}
+    "weights-table": weights_table, "cite": cite, "module-map": module_map, **v2_pages.SECTIONS}
 
-PAGES = ("README.md", "docs/v2.md", "docs/usage.md", "docs/results.md", "docs/pipeline.md", "docs/performance.md",
-         "docs/exploratory.md", "docs/plan1.md")  # generated parts
+PAGES = ("README.md", "docs/v2.md", "docs/usage.md", "docs/pipeline.md")  # generated parts
 
 
 def _pattern(name: str) -> "re.Pattern[str]":
@@ -211,18 +192,8 @@ def write_pages(root: str = ".") -> List[str]:
 def main(argv: List[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Regenerate the README's result sections from the results files")
     ap.add_argument("--check", action="store_true")
-    ap.add_argument("--record-run", type=float, metavar="T0", help="write results/run.json for a run started at T0")
     ap.add_argument("--readme", default="README.md")
-    ap.add_argument("--save-run-baseline", action="store_true", help=f"keep results/run.json (and its cells' "
-                    f"medians) as {results_pages.RUN_BEFORE}: the run-time table's 'before'")
     args = ap.parse_args(argv)
-    if args.save_run_baseline:
-        rec = results_pages.save_run_baseline()
-        print(f"{results_pages.RUN_BEFORE}: the run of commit {rec['commit']} ({rec['wall_s']:.0f} s) is the baseline")
-        return 0
-    if args.record_run is not None:
-        results_pages.record_run(args.record_run)
-        return 0
     if args.check:
         bad = stale(args.readme)
         if bad:

@@ -206,8 +206,7 @@ def _set_rng_state(st: Dict[str, Any]) -> None:
 # under the same text of all of them (the study cells' DVC dependencies, tests/test_layout.py), while an edit to the
 # report, the README or a plot leaves an interrupted run resumable
 TRAINING_SOURCES = ("repro/config.py", "repro/data.py", "repro/distributed.py", "repro/objectives.py", "repro/plan.py",
-                    "repro/provenance.py", "repro/files.py", "repro/results.py",
-                    "repro/pipeline.py", "repro/precision.py", "repro/study.py", "repro/study_teacher.py", "repro/train.py")
+                    "repro/provenance.py", "repro/files.py", "repro/pipeline.py", "repro/precision.py", "repro/train.py")
 
 
 def history_seconds(history: Sequence[Dict[str, float]]) -> float:

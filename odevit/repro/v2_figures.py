@@ -1,9 +1,8 @@
-"""Plan v2's notebooks (03–05, 07, 08): their tables and figures, from the committed files only (results/v2, plan_v2.yaml).
+"""The notebooks' tables and figures (02–05, 07), from the run files (results/v2) and the plan (params.yaml).
 
-Every verdict shown is read from results/v2/claims.csv (`python -m odevit.repro.verdicts2`), never decided here;
-`load` first checks that file against the runs (the verdicts recomputed from results/v2 must equal its verdicts, or
-it stops: a stale claims.csv is never shown). A cell or row whose runs are not there yet says "not measured yet" and
-appears once its files exist. Nothing here trains or imports the training code.
+Every verdict shown is computed by the one verdict writer (`verdicts.judge`) on the runs as they are when the notebook
+runs, never decided here; 07_verdicts writes them to results/v2/claims.csv. A cell or row whose runs are not there
+yet says "not measured yet" and appears once its files exist. Nothing here trains or imports the training code.
 """
 from __future__ import annotations
 
@@ -16,7 +15,9 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from . import plan2, v2_pages, verdicts2
+from . import plan as plan2
+from . import v2_pages
+from . import verdicts as verdicts2
 from .v2_pages import budget_images, row_label  # a row id in words (docs/templates/words.yaml v2_labels), as docs/v2.md names it
 from .wording import fill  # docs/templates: the machine-shift sentence, as docs/v2.md gives it
 from .wording import pt  # a signed difference in pt, never "-0.00": every difference these tables print
@@ -35,54 +36,23 @@ CELL_NAMES = {  # plain words for the plan's cell ids
 }
 COLORS = {"ref": "#1b9e77", "ce": "#7570b3", "free": "#d95f02", "remedy": "#e7298a", "layernorm": "#66a61e",
           "jasmin_off": "#e6ab02", "ref_weak": "#a6761d", "teacher": "#444444"}
-VERDICT_COLUMN = "verdict (results/v2/claims.csv)"
+VERDICT_COLUMN = "verdict"
 WORDS_COLUMN = "row in words"
 seed_ids = verdicts2.seed_ids  # "2300–2305" (a run of consecutive seeds) or "2900, 2901, 2902"
 
 
-class StaleClaims(RuntimeError):
-    """results/v2/claims.csv does not say what the runs in results/v2 give."""
-
-
-def chdir_root(markers: Sequence[str] = ("plan_v2.yaml", "dvc.yaml")) -> str:
-    """Move to the repository root (nearest directory up holding plan_v2.yaml and dvc.yaml): a notebook opened in
-    Jupyter from notebooks/ reads results/v2 as `dvc repro` does."""
-    d = os.path.abspath(os.getcwd())
-    while not all(os.path.isfile(os.path.join(d, m)) for m in markers):
-        if os.path.dirname(d) == d:
-            raise FileNotFoundError(f"no {' and '.join(markers)} in {os.getcwd()} or above: open the notebook inside "
-                                    "the repository")
-        d = os.path.dirname(d)
-    os.chdir(d)
-    return d
-
+from .config import chdir_root  # noqa: E402,F401  (the notebooks call v2.chdir_root)
 
 images = plan2.images  # a study's training images (train_limit 0 = all 55,000)
 
 
-def check_claims(plan: Dict[str, Any], runs: pd.DataFrame, teacher: Dict[str, Any], claims: pd.DataFrame,
-                 shift: Optional[pd.DataFrame] = None) -> None:
-    """StaleClaims unless claims.csv has one row per question of the plan, in its order, each with the verdict that
-    verdicts2.judge gives on the runs now in results/v2 and the machine shift measured by the reruns beside them
-    (`shift`: verdicts2.measured_shifts)."""
-    now = verdicts2.judge(plan, runs, teacher, shift=shift)
-    if list(claims.question) != list(now.question):
-        raise StaleClaims(f"results/v2/claims.csv has rows {list(claims.question)}, the plan {list(now.question)}: "
-                          "rerun python -m odevit.repro.verdicts2")
-    diff = [f"{q}: file says {a!r}, runs give {b!r}" for q, a, b in zip(now.question, claims.verdict, now.verdict)
-            if a != b]
-    if diff:
-        raise StaleClaims("results/v2/claims.csv is stale (rerun python -m odevit.repro.verdicts2): " + "; ".join(diff))
-
-
 def load(results: str = RESULTS, plan_file: str = plan2.PLAN_FILE) -> Dict[str, Any]:
-    """What a v2 notebook reads: the plan, the student runs, the selected teacher, its seeds' runs and the verdict
-    file (checked against the runs: check_claims)."""
-    plan = plan2.load_v2(plan_file)
+    """What a notebook reads: the plan, the student runs, the selected teacher, its seeds' runs and every row's
+    verdict on these runs (`verdicts.judge`, with the machine shift measured by the reruns beside them)."""
+    plan = plan2.load(plan_file)
     runs = verdicts2.runs(results)
     teacher = verdicts2.teacher(results)
-    claims = pd.read_csv(os.path.join(results, "claims.csv"))
-    check_claims(plan, runs, teacher, claims, verdicts2.measured_shifts(results, runs))
+    claims = verdicts2.judge(plan, runs, teacher, shift=verdicts2.measured_shifts(results, runs)).round(4)
     with open(os.path.join(results, "teacher", "selected.json")) as f:
         selected = json.load(f)
     return dict(plan=plan, runs=runs, teacher=teacher, selected=selected, claims=claims, results=results)

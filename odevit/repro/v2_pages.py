@@ -48,6 +48,9 @@ def _read_claims(path: str) -> pd.DataFrame:
     c["still_learning"] = c.still_learning.fillna("")
     if "teacher_minus_free" not in c:
         c["teacher_minus_free"] = math.nan
+    for k in ("plan1_verdict", "plan1_differs"):  # plan 1 is retired (docs/history.md): no row compares with it
+        if k not in c:
+            c[k] = math.nan
     return c
 
 
@@ -167,7 +170,7 @@ def claim_groups(c: pd.DataFrame) -> List[Dict[str, Any]]:
 
 
 def findings(c: pd.DataFrame, shown: str) -> str:
-    """The README's claims whose rows notebook `shown` (e.g. "outputs/04_v2_budget.ipynb") shows, as sentences: the
+    """The README's claims whose rows notebook `shown` (e.g. "outputs/03_budget.ipynb") shows, as sentences: the
     claim in the README's words, the paper's number, then each row's mean difference, interval and verdict from
     claims.csv (docs/templates/v2-findings.md.j2): what a reader who arrives from the README's table finds at the top
     of the notebook."""
