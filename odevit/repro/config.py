@@ -8,10 +8,11 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple, Union, get_args, get_origin, get_type_hints
+from typing import Any, Dict, List, Optional, Union, get_args, get_origin, get_type_hints
 
 import yaml
 
+from . import plan as plan_mod
 from .data import INFO
 from ..solvers import SOLVERS
 
@@ -151,24 +152,6 @@ class Distill(Optim, ODE):
 
 
 @dataclass
-class Study:
-    """Seeds x cells. Every cell is a distilled student (or, with `free: true`, the same architecture trained from
-    scratch) whose distill block gets the cell's overrides; every (cell, seed) is one cached DVC stage."""
-    seeds: List[int] = field(default_factory=lambda: [0, 1, 2])
-    train_limit: int = 6000  # training images of every cell (0 = the whole split)
-    cells: Dict[str, Dict[str, Any]] = field(default_factory=lambda: {
-        "ref": {}, "free": {"free": True}, "ce": {"ce_weight": 1.0},
-        "pub_curriculum": {"preset": "presets/published_curriculum.yaml"},
-        "parallel": {"solver": "parallel"}, "jasmin_off": {"jasmin_weight": 0.0},
-        "layernorm": {"norm": "layernorm"}, "uniform": {"schedule": "uniform"}, "mlp4": {"mlp_ratio": 4.0},
-        "qkv_xavier": {"spectral_init_qkv": False}, "published": {"preset": "presets/published_code.yaml"}})
-    reference: str = "ref"  # the cell every ablation is compared with
-    robustness_steps: List[int] = field(default_factory=lambda: [1, 2, 4, 8, 16])
-    robustness_test_limit: int = 2000  # test images for every cell's Acc@1-vs-N curve
-    equivalence_margin_pts: float = 1.0  # +- Acc@1 points of the equivalence (TOST) claims: robust, no loss (> 0)
-
-
-@dataclass
 class Dynamics:
     weights: str = "published"  # published = weights/v2, plan v2's models (one seed per cell) | trained = this run's cells
     cells: List[str] = field(default_factory=lambda: ["ref", "free"])  # cells analysed
@@ -183,7 +166,7 @@ class Dynamics:
     halting_stable: int = 3  # also halt once the prediction is unchanged for this many steps (0 = off)
 
 
-SCHEMAS = {"base": Base, "teacher": Teacher, "scratch": Scratch, "distill": Distill, "study": Study,
+SCHEMAS = {"base": Base, "teacher": Teacher, "scratch": Scratch, "distill": Distill,
            "dynamics": Dynamics}
 CHOICES = {
     "dataset": sorted(INFO), "device": ["auto", "cpu", "cuda"], "precision": ["auto", "fp32", "bf16"], "solver": sorted(SOLVERS),
@@ -304,23 +287,22 @@ def merged(base: Any, **overrides: Any) -> Any:
     return parse(block, {**dataclasses.asdict(base), **overrides})
 
 
-STUDY = ["base", "teacher", "distill", "study"]
+RUN = ["base", "teacher", "distill"]
 # The params.yaml blocks each entry point reads. A dvc.yaml stage's entry lists the blocks of its `params` there
 # (tests/test_reliability.py checks they agree); the first stage checks every block.
 STAGE_BLOCKS = {
     "01_data": ["base", "teacher", "distill", "dynamics"],  # notebooks 01_data: checks every block and the plan
     "02_teacher": ["base", "teacher", "distill"],  # notebooks 02_teacher (distill.distance_batches, distance_tokens)
-    "06_dynamics": STUDY + ["dynamics"],  # notebooks 06_dynamics
-    "cell": STUDY,  # python -m odevit.repro.study CELL SEED (dvc.yaml stage `cell`), odevit.repro.fast
-    "publish": STUDY,  # python -m odevit.repro.publish (dvc.yaml stage `publish`)
-    "04_distill": STUDY,  # python -m odevit.repro.run 04_distill: the distill block's student (checkpoints/04_distill)
+    "06_dynamics": RUN + ["dynamics"],  # notebooks 06_dynamics
+    "cell": RUN,  # the trainer (odevit.repro.fast: notebooks 02-05), odevit.repro.publish
 }
 
 
 def _knobs(block: str, values: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
-    """A block's knobs: the teacher block also holds the plan's recipe keys `seeds` and `weak` (plan.py reads them)."""
+    """A block's knobs: the teacher block also holds the plan's own keys (plan.PLAN_TEACHER beyond the recipe the
+    teacher config has: its seeds, the weak teacher), which plan.py reads."""
     if block == "teacher" and values:
-        return {k: v for k, v in values.items() if k not in ("seeds", "weak")}
+        return {k: v for k, v in values.items() if k not in plan_mod.PLAN_TEACHER - plan_mod.TEACHER_KEYS}
     return values
 
 
@@ -329,13 +311,11 @@ def check_stage(stage: str, params_file: str = "params.yaml") -> Dict[str, Any]:
     if stage not in STAGE_BLOCKS:
         raise ConfigError(f"stage '{stage}' is not one of {list(STAGE_BLOCKS)}")
     params = read_yaml(params_file)
-    plan_keys = ("version", "rules", "studies", "publish")  # the plan's blocks (odevit.repro.plan checks them)
-    unknown = [k for k in params if k not in SCHEMAS and k not in plan_keys]
+    blocks = list(dict.fromkeys([*SCHEMAS, *plan_mod.PLAN_KEYS]))  # the knobs' blocks and the plan's
+    unknown = [k for k in params if k not in blocks]
     if unknown:
-        raise ConfigError(f"params.yaml: top-level block '{unknown[0]}' is not one of {list(SCHEMAS) + list(plan_keys)}")
-    if "studies" in params:  # the plan: checked with the knobs, before any work
-        from . import plan as plan_mod
-
+        raise ConfigError(f"params.yaml: top-level block '{unknown[0]}' is not one of {blocks}")
+    if stage == "01_data" and "studies" in params:  # the first stage checks the plan with the knobs, before any work
         try:
             plan_mod.load(params_file)
         except plan_mod.PlanError as e:
@@ -368,22 +348,18 @@ def check_stage(stage: str, params_file: str = "params.yaml") -> Dict[str, Any]:
         raise ConfigError(f"params.yaml: teacher.weights_file = {t.weights_file!r} does not exist")
     if "distill" in cfg:
         check_steps(cfg["distill"], t.depth, "distill")
-    if "study" in cfg:
-        st = cfg["study"]
-        if not st.seeds or len(set(st.seeds)) != len(st.seeds) or any(not isinstance(x, int) for x in st.seeds):
-            raise ConfigError(f"params.yaml: study.seeds = {st.seeds!r}: expected a list of distinct integers")
-        if st.reference not in st.cells:
-            raise ConfigError(f"params.yaml: study.reference = {st.reference!r} is not one of the cells "
-                              f"{list(st.cells)}")
-        for name, ov in st.cells.items():
-            if ov is not None and not isinstance(ov, dict):
-                raise ConfigError(f"params.yaml: study.cells.{name} = {ov!r}: expected a dict of distill keys")
-            if isinstance(ov, dict) and "teacher" in ov:
-                raise ConfigError(f"params.yaml: study.cells.{name}.teacher: only a plan study with its own teacher "
-                                  "(plan.yaml: studies.NAME.teacher) has cells that distil from another teacher")
-            d_cell, _ = cell_config(cfg["distill"], st, name)
-            if t is not None:
-                check_steps(d_cell, t.depth, f"study.cells.{name}")
+    if stage == "01_data" and "studies" in params:  # every plan cell's overrides, as the trainer will merge them
+        for study, body in params["studies"].items():
+            for name, ov in (body.get("cells") or {}).items():
+                ov = dict(ov or {})
+                preset = ov.pop("preset", None)
+                ov = {**(preset_overrides(preset, body["budget"]["epochs"]) if preset else {}),
+                      **{k: v for k, v in ov.items() if k not in CELL_KEYS}}
+                try:
+                    d_cell = merged(cfg["distill"], **ov)
+                except ConfigError as e:
+                    raise ConfigError(f"{e} (in studies.{study}.cells.{name})") from None
+                check_steps(d_cell, t.depth, f"studies.{study}.cells.{name}")
     return cfg
 
 
@@ -427,62 +403,6 @@ SWITCH_KEYS = ("solver", "norm", "spectral_init_qkv", "dropout", "jasmin_weight"
                "mse_weight", "mse_tokens", "ce_weight", "ce_from_epoch", "unfreeze_head_at", "attn_l1_weight",
                "head_norm", "freeze", "label_smoothing", "cycles", "warmup", "tau", "schedule", "distance_tokens",
                "schedule_points", "jasmin_maps_from", "attn_maps_after_dropout")
-
-
-def cell_config(distill: Distill, study: Study, name: str) -> Tuple[Distill, bool]:
-    """(the cell's distill config, free?) — ConfigError naming the cell on a bad override."""
-    if name not in study.cells:
-        raise ConfigError(f"study: cell '{name}' is not one of {list(study.cells)}")
-    ov = dict(study.cells[name] or {})
-    free = ov.pop("free", False)
-    if not isinstance(free, bool):
-        raise ConfigError(f"params.yaml: study.cells.{name}.free = {free!r}: expected true or false")
-    if ov.pop("teacher", "study") != "study":
-        raise ConfigError(f"study.cells.{name}.teacher: 'study' (the study's own teacher) or left out")
-    preset = ov.pop("preset", None)
-    if preset is not None:
-        ov = {**preset_overrides(preset, distill.epochs), **ov}
-    try:
-        return merged(distill, **ov), free
-    except ConfigError as e:
-        raise ConfigError(f"{e} (in study.cells.{name})") from None
-
-
-def study_configs(cfg: Dict[str, Any], plan: Dict[str, Any], study: str, plan_file: str = "plan.yaml") -> Dict[str, Any]:
-    """params.yaml's configs (`check_stage`'s) with a plan study's cells, seeds and budget applied (train_limit, epochs,
-    the whole schedule: patience 0; its base keys, e.g. precision). `plan`: the loaded plan.yaml (`plan.load`)."""
-    if study not in plan["studies"]:
-        raise ConfigError(f"{plan_file}: study '{study}' is not one of {list(plan['studies'])}")
-    s = plan["studies"][study]
-    out = dict(cfg)
-    out["study"] = dataclasses.replace(cfg["study"], cells={k: dict(v or {}) for k, v in s["cells"].items()},
-                                       seeds=list(s["seeds"]), train_limit=s["budget"]["train_limit"],
-                                       reference=next(iter(s["cells"])))
-    out["distill"] = merged(cfg["distill"], epochs=s["budget"]["epochs"], patience=0)
-    out["base"] = dataclasses.replace(cfg["base"], **(s.get("base") or {}))
-    return out
-
-
-def together_refusal(d: Distill, base: Base, free: bool) -> Optional[str]:
-    """Why a cell's seeds cannot be trained together in one process (`study.run_many`), or None: they must run the whole
-    schedule, draw no random numbers while training, and (distilled) share the teacher's cached states."""
-    if d.patience or d.dropout or d.train_steps:
-        return (f"distill.patience {d.patience}, dropout {d.dropout}, train_steps {d.train_steps}: they need the "
-                "whole schedule (patience 0) and no random draws while training (dropout 0, no train_steps)")
-    if base.dataset == "synthetic" and not free:
-        return "the synthetic dataset draws its images per seed, and distilled seeds share the teacher's cached states"
-    return None
-
-
-def uses_study_teacher(overrides: Optional[Dict[str, Any]]) -> bool:
-    """Whether a cell's overrides (its dict in study.cells) distil from its plan study's own teacher (cell key
-    `teacher: study`) rather than 02_teacher's."""
-    return (overrides or {}).get("teacher") == "study"
-
-
-def study_teacher_cell(study: Study, name: str) -> bool:
-    """`uses_study_teacher` of the study's cell `name`."""
-    return uses_study_teacher(study.cells.get(name))
 
 
 if __name__ == "__main__":  # python -m odevit.repro.config STAGE: validate before any work (dvc.yaml runs this first)

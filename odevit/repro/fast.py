@@ -185,15 +185,19 @@ def _git_commit() -> Optional[str]:
     return (r.stdout.strip() or None) if r.returncode == 0 else None
 
 
+def _parts_differ(theirs: Dict[str, Any], mine: Dict[str, Any]) -> str:
+    """The run-key parts two keys disagree on, named ("not recorded" where `theirs` has none)."""
+    a, b = theirs.get("parts") or {}, mine.get("parts") or {}
+    return ", ".join(k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)) or "not recorded"
+
+
 def key_mismatch(theirs: Dict[str, Any], mine: Dict[str, Any]) -> List[str]:
     """What keeps today's run from continuing a last.pt written under `theirs`: the configuration parts that differ,
     the trainer's code, or a training source that no checked equivalence record (docs/evidence/
     source_equivalence.json: runs of its `old` source are reproduced by its `new` one) makes today's."""
     bad = []
     if theirs.get("config") != mine.get("config"):
-        a, b = theirs.get("parts") or {}, mine.get("parts") or {}
-        bad.append("configuration (" + (", ".join(k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k))
-                                        or "not recorded") + ")")
+        bad.append(f"configuration ({_parts_differ(theirs, mine)})")
     if theirs.get("trainer") != mine.get("trainer"):
         bad.append(f"trainer code (fast.py {theirs.get('trainer')}, today {mine.get('trainer')})")
     if theirs.get("source") != mine.get("source"):
@@ -533,7 +537,6 @@ class Plan:
         self.base = config.merged(cfg["base"], precision=r["precision"])
         self.teacher_cfg = config.merged(cfg["teacher"], **{k: v for k, v in self.plan["teacher"].items()
                                                               if k in plan_mod.TEACHER_KEYS})
-        self.weak_cfg = self.teacher_cfg  # the same architecture (its weights: WEAK_TEACHER)
         self.distill = cfg["distill"]
         self.optim = dict(floor=float(r["schedule"]["lr_floor"]), floor_frac=float(r["schedule"]["floor_frac"]))
 
@@ -662,40 +665,70 @@ def select_teacher(p: Plan, device: torch.device) -> bool:
     return True
 
 
-def _teacher_for(p: Plan, which: str, device: torch.device, need_weights: bool = True
-                 ) -> Tuple[Any, str, List[float], str]:
-    """(teacher config, checkpoint folder, distances, sha256) of the v2 teacher ('strong') or plan 1's ('weak')."""
+@dataclass
+class Cell:
+    """One plan cell as the trainer builds it: its distill config (the study's budget and the cell's overrides, tau by
+    the rule from its teacher's distances), whether it is the free ODE, and its teacher (committed files only)."""
+    distill: Any
+    free: bool
+    teacher: str  # 'strong' (the plan's teacher) | 'weak' (plan 1's 3-epoch teacher); free cells too ('strong')
+    checkpoint: str  # the teacher's checkpoint folder (its best.pt: `_teacher_weights`)
+    distances: List[float]
+    sha256: str
+
+
+def cell_of(p: Plan, study: str, cell: str) -> Cell:
+    """The cell's configuration, read from the plan and the committed teacher files; nothing is built or trained."""
     import json
 
     import pandas as pd
 
+    from . import config
+
+    s = p.plan["studies"][study]
+    ov = dict(s["cells"][cell] or {})
+    free = bool(ov.pop("free", False))
+    which = ov.pop("teacher", "strong")
+    preset = ov.pop("preset", None)  # a preset file's switches (presets/published_code.yaml), its curriculum rescaled
+    if preset is not None:
+        ov = {**config.preset_overrides(preset, s["budget"]["epochs"]), **ov}
+    folder = WEAK if which == "weak" else f"{RESULTS}/teacher"
+    sel = json.load(open(f"{folder}/selected.json"))
+    dist = pd.read_csv(f"{folder}/distances.csv")["distance"].tolist()
+    ck = "checkpoints/v2/teacher_weak" if which == "weak" else f"{CKPTS}/teacher/s{sel['seed']}"
+    d = config.merged(p.distill, epochs=s["budget"]["epochs"], patience=0,
+                      tau=tau_by_rule(dist, float(p.plan["rules"]["tau_rule"]["ratio"])), **ov)
+    return Cell(d, free, which, ck, dist, sel["sha256"])
+
+
+def _teacher_weights(which: str, ck: str) -> None:
+    """Put the teacher's best.pt into `ck` where this machine lacks it (a fresh clone), from the bytes kept in git:
+    the v2 teacher's best.pt (weights/v2_teacher/best.pt, its sha256 in selected.json), the weak teacher's tensors
+    (a safetensors file, its sha256 in teacher_weak/selected.json). Refused, writing nothing, on other bytes."""
+    import json
+
     from ..hub import sha256
 
-    if which == "weak":  # plan 1's 3-epoch teacher: its tensors in git (safetensors), written as a best.pt once
+    if os.path.exists(f"{ck}/best.pt"):
+        return
+    if which == "weak":
+        from safetensors.torch import load_file
+
         sel = json.load(open(f"{WEAK}/selected.json"))
-        d = pd.read_csv(f"{WEAK}/distances.csv")["distance"].tolist()
-        ck = "checkpoints/v2/teacher_weak"
-        if need_weights and not os.path.exists(f"{ck}/best.pt"):
-            from safetensors.torch import load_file
-
-            if sha256(sel["weights"]) != sel["weights_sha256"]:
-                raise FileNotFoundError(f"{sel['weights']}: not the weak teacher's weights (sha256 "
-                                        f"{sel['weights_sha256'][:12]} expected)")
-            save_atomic({"model": load_file(sel["weights"]), "epoch": None, "val_acc1": None}, f"{ck}/best.pt")
-        return p.weak_cfg, ck, d, sel["sha256"]
+        if sha256(sel["weights"]) != sel["weights_sha256"]:
+            raise FileNotFoundError(f"{sel['weights']}: not the weak teacher's weights (sha256 "
+                                    f"{sel['weights_sha256'][:12]} expected)")
+        save_atomic({"model": load_file(sel["weights"]), "epoch": None, "val_acc1": None}, f"{ck}/best.pt")
+        return
     sel = json.load(open(f"{RESULTS}/teacher/selected.json"))
-    d = pd.read_csv(f"{RESULTS}/teacher/distances.csv")["distance"].tolist()
-    ck = f"{CKPTS}/teacher/s{sel['seed']}"
-    if need_weights and not os.path.exists(f"{ck}/best.pt"):  # a fresh clone: the selected teacher is kept in git, byte for byte
-        if not os.path.exists(KEPT_TEACHER) or sha256(KEPT_TEACHER) != sel["sha256"]:
-            raise FileNotFoundError(f"{ck}/best.pt is missing and {KEPT_TEACHER} is not the selected teacher "
-                                    f"(sha256 {sel['sha256'][:12]}): its students cannot be trained")
-        import shutil
+    if not os.path.exists(KEPT_TEACHER) or sha256(KEPT_TEACHER) != sel["sha256"]:
+        raise FileNotFoundError(f"{ck}/best.pt is missing and {KEPT_TEACHER} is not the selected teacher "
+                                f"(sha256 {sel['sha256'][:12]}): its students cannot be trained")
+    import shutil
 
-        os.makedirs(ck, exist_ok=True)
-        shutil.copyfile(KEPT_TEACHER, f"{ck}/best.pt.tmp")
-        os.replace(f"{ck}/best.pt.tmp", f"{ck}/best.pt")
-    return p.teacher_cfg, ck, d, sel["sha256"]
+    os.makedirs(ck, exist_ok=True)
+    shutil.copyfile(KEPT_TEACHER, f"{ck}/best.pt.tmp")
+    os.replace(f"{ck}/best.pt.tmp", f"{ck}/best.pt")
 
 
 def train_cell(p: Plan, study: str, cell: str, device: torch.device, graphs: bool, deadline: Optional[float],
@@ -723,26 +756,22 @@ def train_cell(p: Plan, study: str, cell: str, device: torch.device, graphs: boo
     ck_root = CKPTS if into is None else f"checkpoints/{os.path.basename(os.path.normpath(into))}"
     outs = [f"{root}/{study}/{cell}/s{x}" for x in seeds]
     ckpts = [f"{ck_root}/{study}/{cell}/s{x}" for x in seeds]
-    ov = dict(s["cells"][cell] or {})
-    free = bool(ov.pop("free", False))
-    which = ov.pop("teacher", "strong")
-    tcfg, tck, dist, tsha = _teacher_for(p, which, device, need_weights=False)
-    ratio = float(p.plan["rules"]["tau_rule"]["ratio"])
-    d = config.merged(p.distill, epochs=s["budget"]["epochs"], patience=0, tau=tau_by_rule(dist, ratio), **ov)
+    c = cell_of(p, study, cell)
+    d, free, which, tck, dist, tsha = c.distill, c.free, c.teacher, c.checkpoint, c.distances, c.sha256
     cfg = Optim(d.lr, d.weight_decay, d.warmup, d.clip, d.epochs, **p.optim)
     key = run_key(study=study, cell=cell, seeds=seeds, train_limit=s["budget"]["train_limit"], free=free,
                   teacher=None if free else which, teacher_sha256=None if free else tsha, base=_base_part(p.base),
                   distill=dataclasses.asdict(d), optim=dataclasses.asdict(cfg))
     if reusable(f"{root}/{study}/{cell}", outs, key, f"{study} {cell}"):
         return True
-    tcfg, tck, dist, tsha = _teacher_for(p, which, device)
+    _teacher_weights(which, tck)
     limit = s["budget"]["train_limit"]
     loaders, va, te = _loaders(p.base, limit, seeds)
     models, teacher = [], None
     for x in seeds:  # as study.run_many: seed, build the teacher (it draws from the RNG), then the cell's model
         b = dataclasses.replace(p.base, seed=x)
         pipeline.setup(b)
-        t = load_teacher(b, tcfg, device, tck)
+        t = load_teacher(b, p.teacher_cfg, device, tck)
         teacher = t if teacher is None else teacher
         models.append(build_cell(t, d, free))
     train.set_precision(p.base.precision)
@@ -826,20 +855,16 @@ def reusable(cell_dir: str, outs: Sequence[str], key: Dict[str, Any], label: str
     if theirs.get("config") == key["config"]:
         print(f"{label}: reused ({len(outs)} committed runs, run key {key['config']})", flush=True)
         return True
-    a, b = theirs.get("parts") or {}, key["parts"]
-    print(f"{label}: committed runs made under another configuration ("
-          + (", ".join(k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)) or "no run key recorded")
-          + "): trained again", flush=True)
+    print(f"{label}: committed runs made under another configuration ({_parts_differ(theirs, key)}): trained again",
+          flush=True)
     return False
-
-
-HEADLINE = ("ref", "ce", "free")  # the budget curve's cells (notebook 03_budget)
 
 
 def notebook_cells(path: str, group: str) -> List[str]:
     """The cell names a notebook trains: 'budget' the headline cells, 'steps' those drawing N per step
     (train_steps), 'design' every other cell of any study (where a cell a user adds is trained)."""
     from . import plan as plan_mod
+    from .plan import HEADLINE
 
     studies = plan_mod.load(path)["studies"]
     names = list(dict.fromkeys(c for s in studies.values() for c in s["cells"]))

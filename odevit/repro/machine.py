@@ -180,15 +180,6 @@ def machine_info() -> Dict[str, Any]:
     }
 
 
-def same_kernels(a: Dict[str, Any], b: Dict[str, Any]) -> Optional[bool]:
-    """Whether two machine records promise bit-identical CPU results (same CPU model, instruction set, threads and
-    lock); None when either record lacks a key to tell."""
-    keys = ("cpu_model", "cpu_capability", "threads", "lock_sha256")
-    if any(a.get(k) is None or b.get(k) is None for k in keys):
-        return None
-    return all(a[k] == b[k] for k in keys)
-
-
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--stamp-lock", metavar="LOCK", help="write pyproject.toml's dependency hash into LOCK's header")

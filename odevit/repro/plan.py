@@ -37,6 +37,7 @@ QUESTION_KEYS = {"id", "family", "claim", "kind", "a", "b", "metric", "metric_b"
                  "margin", "margin_rule", "margin_reason", "paper", "pilot"}
 TEACHER_KEYS = {"epochs", "augment", "lr", "weight_decay", "label_smoothing"}  # the recipe the plan fixes
 PLAN_TEACHER = TEACHER_KEYS | {"seeds", "weak"}  # the teacher block's keys the plan hash covers (the rest: its shape)
+HEADLINE = ("ref", "ce", "free")  # the headline cells: the budget curve (notebook 03_budget trains and draws them)
 PLAN_KEYS = ("version", "rules", "teacher", "studies", "publish")  # params.yaml's blocks that are the plan
 
 

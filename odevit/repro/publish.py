@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 import os
 import shutil
@@ -20,7 +19,6 @@ import sys
 from typing import Any, Dict, Optional, Tuple
 
 import torch
-import pandas as pd
 from safetensors.torch import load_file, save_file
 
 from . import config, data, pipeline, train
@@ -33,13 +31,6 @@ from .evaluate import evaluate_tag
 # on its machine: fp32 on another device (the plan's runs: a GPU) rounds differently and flips a borderline image or
 # two (confirm_55k ce s102: 0.8762 here, 0.8761 on the H100); more than 10 of 10,000 test images is other weights.
 ACC1_TOLERANCE = 0.001
-
-
-def _fingerprint(*blocks: Any) -> str:
-    """sha256 (16 hex) of the params blocks a model came from (not of the source code)."""
-    js = json.dumps([dataclasses.asdict(c) if dataclasses.is_dataclass(c) else c for c in blocks], sort_keys=True,
-                    default=str)
-    return hashlib.sha256(js.encode()).hexdigest()[:16]
 
 
 def v2_sources(plan_file: str = "params.yaml") -> Tuple[Dict[str, Dict[str, Any]], Dict[str, str]]:
@@ -86,14 +77,12 @@ def v2_sources(plan_file: str = "params.yaml") -> Tuple[Dict[str, Dict[str, Any]
         ms = {x: pipeline.read_json(f) for x, f in files.items()}
         seed = max(seeds, key=lambda x: (ms[x]["val_acc1"], -seeds.index(x)))
         m = ms[seed]
-        ov = dict(s["cells"][cell] or {})
-        free = bool(ov.pop("free", False))
-        tcfg, tck, dist, _ = fast._teacher_for(p, ov.pop("teacher", "strong"), torch.device("cpu"))
-        d = config.merged(p.distill, epochs=s["budget"]["epochs"], patience=0,
-                          tau=fast.tau_by_rule(dist, float(p.plan["rules"]["tau_rule"]["ratio"])), **ov)
+        c = fast.cell_of(p, study, cell)
+        fast._teacher_weights(c.teacher, c.checkpoint)
         b = dataclasses.replace(p.base, seed=seed)
-        model = pipeline.build_cell(pipeline.load_teacher(b, tcfg, torch.device("cpu"), tck), d, free)  # as train_cell builds it
-        out[tag] = dict(kind="free" if free else "student", checkpoint=f"{fast.CKPTS}/{study}/{cell}/s{seed}/best.pt",
+        model = pipeline.build_cell(pipeline.load_teacher(b, p.teacher_cfg, torch.device("cpu"), c.checkpoint),
+                                    c.distill, c.free)  # as train_cell builds it
+        out[tag] = dict(kind="free" if c.free else "student", checkpoint=f"{fast.CKPTS}/{study}/{cell}/s{seed}/best.pt",
                         metrics=files[seed], builder="odevit.ODEViT", model_kwargs=pipeline.arch_kwargs(model), cell=cell,
                         seed=seed, study=study, plan_hash=m.get("plan_hash"),
                         selection=f"best validation Acc@1 of seeds {seeds} (ties: the first in the plan's order): "

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import ast
 import glob
-import math
 import os
 import re
 import sys
@@ -43,40 +42,24 @@ def module_map(root: str = ".") -> str:
 
 
 def _weights_rows(root: str = ".") -> List[Dict[str, Any]]:
-    """One row per published tag (weights/v2): what `evaluate` gives, the run it came
-    from."""
+    """One row per published tag (weights/v2): what `evaluate` gives, the run it came from (N/2 on every test image)."""
+    path = os.path.join(root, "weights", "v2", "manifest.json")
     rows = []
-    for folder in ("v2",):
-        path = os.path.join(root, "weights", folder, "manifest.json")
-        for tag, e in (read_json(path)["weights"] if os.path.isfile(path) else {}).items():
-            m = read_json(os.path.join(root, e["metrics_file"]))
-            half = m.get("acc1_half_n")
-            on = f" (all {m.get('test_images', 0):,})" if folder == "v2" else ""  # plan v2: N/2 on every test image
-            rows.append(dict(tag=tag, folder=folder, e=e, half="–" if half is None else f"{100 * half:.2f} %{on}"))
+    for tag, e in (read_json(path)["weights"] if os.path.isfile(path) else {}).items():
+        m = read_json(os.path.join(root, e["metrics_file"]))
+        half = m.get("acc1_half_n")
+        rows.append(dict(tag=tag, e=e, half="–" if half is None else
+                         f"{100 * half:.2f} % (all {m.get('test_images', 0):,})"))
     return rows
 
 
 def _weights_source(r: Dict[str, Any]) -> str:
     e = r["e"]
-    if e.get("study") and r["folder"] == "v2":
+    if e.get("study"):
         c = e["converged_plan"]
         state = "converged" if c["converged"] else f"still learning at the LR floor: +{c['gain_floor_pts']:.2f} pt"
         return f"plan v2 {e['study']} {e['cell']} s{e['seed']} (best validation of {len(e['seeds_compared'])} seeds; {state})"
-    if e.get("study"):
-        c = e["converged_plan"]
-        state = ("converged" if c["converged"] else
-                 f"not converged: +{c['gain_last_pts']:.2f} pt in its last quarter, threshold {c['threshold_pts']:.2f}")
-        return f"{e['study']} {e['cell']} s{e['seed']} (best validation of {len(e['seeds_compared'])} seeds; {state})"
-    if r["folder"] == "v2":
-        return f"plan v2's teacher s{e['seed']} ({e['selection'].split(' (')[0]})"
-    if e["kind"] == "teacher" and r["folder"] == "evidence":
-        return "exploratory snapshot, trained in its own clone (" + os.path.dirname(os.path.dirname(os.path.dirname(
-            e["metrics_file"]))) + "/study.json)"
-    return "stage 02_teacher" if e["cell"] is None else f"quick run, cell {e['cell']} s{e['seed']}"
-
-
-def _half_label(root: str) -> str:
-    return "at N/2"
+    return f"plan v2's teacher s{e['seed']} ({e['selection'].split(' (')[0]})"
 
 
 def weights_table(root: str = ".") -> str:
@@ -84,7 +67,7 @@ def weights_table(root: str = ".") -> str:
     pending = read_json(v2).get("pending", {}) if os.path.isfile(v2) else {}
     return (pd.DataFrame([{
         "tag": f"`{r['tag']}`", "what": r["e"]["description"],
-        "Acc@1 (test)": f"{100 * r['e']['metrics']['acc1']:.2f} %", _half_label(root): r["half"],
+        "Acc@1 (test)": f"{100 * r['e']['metrics']['acc1']:.2f} %", "at N/2": r["half"],
         "parameters": f"{r['e']['parameters']:,}", "file": f"{r['e']['bytes'] / 2**20:.2f} MiB",
         "run": _weights_source(r), "metrics": f"`{r['e']['metrics_file']}`"}
         for r in _weights_rows(root)]).to_markdown(index=False)) + "".join(

@@ -24,7 +24,7 @@ from .wording import pt  # a signed difference in pt, never "-0.00": every diffe
 
 RESULTS = verdicts2.RESULTS
 NOT_MEASURED = "not measured yet"
-HEADLINE_CELLS = ("ref", "ce", "free")
+HEADLINE_CELLS = plan2.HEADLINE
 CELL_NAMES = {  # plain words for the plan's cell ids
     "ref": "label-free student (MSE + JaSMin)",
     "ce": "student with CE (MSE + JaSMin + CE)",
