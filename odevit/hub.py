@@ -8,10 +8,10 @@
 The retired tags (the quick run's .fmnist, .fmnist_distill, .fmnist_free; plan 1's .fmnist55k_*, .fmnist_strong) load
 from the git tag retired-plan1-quick-exploratory, not from main (docs/history.md).
 
-`python -m odevit.repro.publish` writes FOLDER/TAG.safetensors (weights
+`python -m odevit.repro.weights --publish` writes FOLDER/TAG.safetensors (weights
 only, no optimiser state) and FOLDER/manifest.json: per tag the file's sha256 and size, the architecture and its
 constructor arguments, the checkpoint, cell and seed it came from, the data it was evaluated on and the metrics of
-that run (which loading the tag must reproduce: `python -m odevit.repro.evaluate TAG`). A missing or altered file is
+that run (which loading the tag must reproduce: `python -m odevit.repro.weights TAG`). A missing or altered file is
 refused with its name and the checksum the manifest expects.
 """
 from __future__ import annotations
@@ -51,7 +51,7 @@ ARCH_KWARGS = {STUDENT_ARCH: STUDENT_KWARGS, TEACHER_ARCH: TEACHER_KWARGS}
 # the default teacher at CIFAR's shape (presets/cifar10_cpu.yaml), no published weights
 CIFAR_TEACHER_ARCH = "odevit_teacher_patch4_32"
 CIFAR_TEACHER_KWARGS: Dict[str, Any] = dict(TEACHER_KWARGS, img_size=32, patch_size=4, in_chans=3)
-# the folder of weights/: the plan's tags (`python -m odevit.repro.publish`, on the machine that trained its runs)
+# the folder of weights/: the plan's tags (`python -m odevit.repro.weights --publish`, on the machine that trained its runs)
 V2 = "v2"
 FOLDERS = (V2,)
 # tag -> (architecture, what it is, folder)
@@ -115,7 +115,7 @@ def read_manifest(root: Optional[str] = None) -> Dict[str, Any]:
     """A folder's manifest (default: the plan's, weights/v2)."""
     path = os.path.join(root or os.path.join(WEIGHTS_DIR, V2), MANIFEST)
     if not os.path.isfile(path):
-        raise WeightsError(f"{path}: missing (python -m odevit.repro.publish writes weights/{V2})")
+        raise WeightsError(f"{path}: missing (python -m odevit.repro.weights --publish writes weights/{V2})")
     with open(path) as f:
         return json.load(f)
 
@@ -163,7 +163,7 @@ def verify(tag: str, root: Optional[str] = None) -> Dict[str, Any]:
     got = sha256(path)
     if got != e["sha256"]:
         raise WeightsError(f"{path}: sha256 {got} does not match the manifest's {e['sha256']} "
-                           "(altered or corrupt file: git checkout weights/, or rerun dvc repro publish)")
+                           "(altered or corrupt file: git checkout weights/, or rerun python -m odevit.repro.weights --publish)")
     return e
 
 
@@ -260,7 +260,7 @@ def published_schedule(cell: str, root: str = os.path.join(WEIGHTS_DIR, V2)) -> 
     found = [e.get("schedule") for e in entries.values() if e["kind"] != "teacher" and e["cell"] == cell]
     if not found or not found[0]:
         raise WeightsError(f"{os.path.join(root, MANIFEST)}: no checkpoint schedule for a distilled student of cell "
-                           f"'{cell}' (python -m odevit.repro.publish)")
+                           f"'{cell}' (python -m odevit.repro.weights --publish)")
     return [int(c) for c in found[0]]
 
 

@@ -363,7 +363,7 @@ class ODEViT(nn.Module):
         return {"stem": r"^cls_token|pos_embed|reg_token|patch_embed", "blocks": [(r"^field", None), (r"^norm", (99999,))]}
 
     def set_grad_checkpointing(self, enable: bool = True) -> None:
-        """Recompute each solver step in backward instead of storing its inside (`python -m odevit.repro.bench` reports
+        """Recompute each solver step in backward instead of storing its inside (the retired benchmark reported
         the activation memory this saves at the paper's shapes)."""
         self.grad_checkpointing = enable
 

@@ -6,8 +6,8 @@ by k processes counts 1/k in each), read from /proc every half second — and th
 highest peaks (`make test` must stay within 8 GB; `-m "not bigmem"` deselects any case marked as needing more).
 
 Suite-wide durations: a run of the whole suite (`make test`) writes every test's setup, call and teardown seconds to
-results/tests/durations.csv (`Durations`), slowest first, for git: where the suite's time goes, and how that changes
-from one commit to the next; and the run as a whole to results/tests/suite.json (pytest's wall seconds, the tests by
+results/tests/latest/durations.csv (`Durations`), slowest first (untracked: make test leaves the checkout as it found
+it): where the suite's time goes; and the run as a whole to results/tests/latest/suite.json (pytest's wall seconds, the tests by
 outcome, the machine). Nothing is judged against a time."""
 import csv
 import ctypes
@@ -22,9 +22,7 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 import pytest
-import tiny_pipeline
-from tiny_pipeline import background, repro  # noqa: F401  (the tiny pipeline, made once a session for every module
-# that asks; a test's background check)
+from tiny_pipeline import repro  # noqa: F401  (the tiny pipeline, made once a session for every module that asks)
 
 INTERVAL_S = 0.5
 
@@ -110,8 +108,8 @@ def _cpu_times() -> Optional[Tuple[int, int]]:
     return ticks[3] + ticks[4], sum(ticks[:8])  # user nice system idle iowait irq softirq steal
 
 
-DURATIONS = "results/tests/durations.csv"  # under the rootdir
-SUITE = "results/tests/suite.json"  # the same run as a whole: its wall, its outcomes, the machine
+DURATIONS = "results/tests/latest/durations.csv"  # under the rootdir; untracked (.gitignore): make test leaves git clean
+SUITE = "results/tests/latest/suite.json"  # the same run as a whole: its wall, its outcomes, the machine
 
 
 class Durations:
@@ -169,7 +167,7 @@ class Durations:
                 tmp.unlink()
 
     def summary(self, session) -> dict:
-        """The run as a whole (results/tests/suite.json): its date, pytest's wall seconds, the tests by outcome (as
+        """The run as a whole (results/tests/latest/suite.json): its date, pytest's wall seconds, the tests by outcome (as
         pytest's summary line counts them) and the machine (CPU model, cores, load at the end)."""
         import datetime
         import platform
@@ -183,9 +181,8 @@ class Durations:
                 else round(1 - (cpu1[0] - self.cpu0[0]) / (cpu1[1] - self.cpu0[1]), 3))
         return {"date": datetime.date.today().isoformat(), "pytest_wall_s": round(time.time() - self.started, 2),
                 "outcomes": {k: n for k, n in sorted(outcomes.items()) if n},
-                # the machine's cores busy over the run (all processes, this suite's and any other), and when the
-                # background work ran (tests/tiny_pipeline.py), in seconds from the session's start
-                "cores_busy_share": busy, "background_s": tiny_pipeline.spans(self.started),
+                # the machine's cores busy over the run (all processes, this suite's and any other)
+                "cores_busy_share": busy,
                 "machine": {"cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "python": platform.python_version(),
                             "load_avg_1m_at_end": round(os.getloadavg()[0], 2)}}
 
@@ -218,11 +215,6 @@ _DURATIONS: Dict[str, Durations] = {}
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "alone: run last, when no background process runs (the tiny pipeline's, a "
-                                       "background check's): its memory or its cores would come on top of theirs")
-    config.addinivalue_line("markers", "background(fn, pipeline=False): fn(work, job) runs in the background once the "
-                                       "tiny pipeline's processes have ended; the test, run after the others but the "
-                                       "presets, waits for it (the `background` fixture, tests/tiny_pipeline.py)")
     if hasattr(config, "workerinput"):  # a pytest-xdist worker: the controller records the suite
         return
     if sys.platform.startswith("linux"):  # the controller, or a serial run
@@ -282,7 +274,7 @@ def _release_memory():
     each paper preset) from adding to the next one's peak. Only after a test that left this process's resident memory
     more than RELEASE_GROWTH above where the last release left it (or where the session started): a full gc.collect
     walks every object the imports made (~0.5 M: torch, timm, pandas), 0.7-2 s a call, and after each of ~500 tests
-    that was 350 s of the suite (results/tests/durations.csv, teardown). A test that allocated little or gave its
+    that was 350 s of the suite (results/tests/latest/durations.csv, teardown). A test that allocated little or gave its
     memory back has nothing worth releasing; growth that stays under the threshold adds up to at most RELEASE_GROWTH
     before the next release (the baseline follows the memory down, and up to what a release could not free: a model
     a fixture keeps alive)."""
@@ -295,79 +287,17 @@ def _release_memory():
     _RELEASED["rss"] = min(_RELEASED["rss"], now) if now <= _RELEASED["rss"] + RELEASE_GROWTH else now
 
 
-@pytest.fixture(autouse=True)
-def _one_thread_beside_the_pipeline():
-    """While background work runs (the tiny pipeline's processes, two at once, one core each; a test's background
-    check), a test's torch ops in this process, and the processes it starts, use one thread. With two, each parallel
-    op waited for a thread the background processes kept off its core: in results/tests/cpu_2026-11-29/ (run2 ->
-    run3) one thread here took 132.6 busy core-seconds off the suite, and test_hub's evaluations of the published
-    models, 36.9 s for the first beside the pipeline with two threads (run1), took 13.7 s with one (run4). Results
-    do not depend on it (no test compares a thread count with a number); the thread count and environment are
-    restored after the test."""
-    if not tiny_pipeline.busy():
-        yield
-        return
-    import torch
-
-    threads, env = torch.get_num_threads(), {k: os.environ.get(k) for k in tiny_pipeline.ONE_THREAD}
-    torch.set_num_threads(1)
-    os.environ.update(tiny_pipeline.ONE_THREAD)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-        for k, v in env.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 def pytest_terminal_summary(terminalreporter):
     if "tree" in _MEMORY:
         terminalreporter.write_line(_MEMORY.pop("tree").summary())
-    spans = tiny_pipeline.spans(_DURATIONS["run"].started) if "run" in _DURATIONS else {}
-    if spans:
-        terminalreporter.write_line("background work (s from the session's start): " + "; ".join(
-            f"{name} {a:.0f}-{b:.0f}" for name, (a, b) in spans.items()))
     if "run" in _DURATIONS and _DURATIONS["run"].note:
         terminalreporter.write_line(_DURATIONS.pop("run").note)
 
 
 def _order(item) -> int:
-    """0: the tests that run while the tiny pipeline is made in the background; 1: the tests that read it (the first
-    waits for it); 2: the tests marked `background`, whose checks ran beside the tests since the pipeline's
-    processes ended (DVC on a fresh clone of the real pipeline, two notebooks run on a copy of the pipeline; they
-    start together, single-threaded processes, while many tests after the pipeline wait on one process at a time and
-    leave a core idle: docs/tests.md); 3: the tests marked `alone` (the paper presets at their shapes, ~6 GB a process,
-    two threads), once every background process has ended."""
-    if item.get_closest_marker("alone"):
-        return 3
-    if item.get_closest_marker("background"):
-        return 2
+    """0: the tests that do not read the tiny pipeline; 1: those that read it (`repro`: made once, by the first)."""
     return 1 if "repro" in getattr(item, "fixturenames", ()) else 0
 
 
 def pytest_collection_modifyitems(session, config, items):
-    unread = [item.nodeid for item in items
-              if item.get_closest_marker("background") and "background" not in getattr(item, "fixturenames", ())]
-    if unread:  # its check would run and nobody would read what it found
-        raise pytest.UsageError(f"marked background but not asking for the `background` fixture: {', '.join(unread)}")
     items.sort(key=_order)  # stable: the order within each group is the collection order
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _tiny_pipeline_in_background(request, tmp_path_factory):
-    """Start the tiny pipeline (tests/tiny_pipeline.py) at the session's first test when a selected test reads it, so
-    that it is made while the tests that do not read it run, and the selected tests' background checks, which start
-    when it ends; at the end, stop what is still running (an interrupted session leaves no DVC process behind)."""
-    if any(_order(item) == 1 for item in request.session.items):
-        tiny_pipeline.start(tmp_path_factory)
-    for item in request.session.items:  # after the pipeline: each check waits for its processes to end
-        if item.get_closest_marker("background"):
-            try:
-                tiny_pipeline.start_job(item.get_closest_marker("background"), tmp_path_factory)
-            except Exception:  # the pipeline's workspace could not be prepared: its tests say why (`repro`)
-                pass
-    yield
-    tiny_pipeline.stop()

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import yaml
 
-from odevit.repro import readme
+from odevit.repro import pages as readme
 
 ROOT = Path(__file__).resolve().parents[1]
 

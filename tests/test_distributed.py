@@ -48,12 +48,11 @@ def _train(work: Path, nproc: int) -> None:
     p["teacher"].update(epochs=1)
     p["distill"].update(epochs=2, unfreeze_head_at=1, ce_weight=1.0)  # DDP is rebuilt when the head joins the trainable
     # set; CE gives the head a gradient (the label-free default would leave it as the teacher's)
-    p["study"]["cells"] = {"ref": {}}
     work.mkdir()
     (work / "params.yaml").write_text(yaml.safe_dump(p))
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
     launch = ([sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}",
-               f"--master_port={_free_port()}", "-m", "odevit.repro.run"] if nproc > 1 else [sys.executable, "-m", "odevit.repro.run"])
+               f"--master_port={_free_port()}", "-m", "odevit.repro.pipeline"] if nproc > 1 else [sys.executable, "-m", "odevit.repro.pipeline"])
     for stage in ("02_teacher", "04_distill"):
         r = subprocess.run(launch + [stage], cwd=work, env=env, capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

@@ -11,7 +11,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from odevit.repro import dynamics_plots as P  # noqa: E402
+from odevit.repro import dynamics as P  # noqa: E402
 
 
 def test_attention_steps_share_one_colour_scale_and_bar():
@@ -86,7 +86,7 @@ def test_euler_bound_figure_draws_bound_beside_error():
 def test_lyapunov_legend_sits_outside_the_axes():
     per_image = pd.DataFrame({"cell": "ref", "seed": 0, "label": [0, 0, 1, 1, 2, 2], "correct": [1, 1, 1, 0, 0, 0],
                               "lyapunov": [0.1, 0.1, 0.2, 0.2, 0.3, 0.3]}).astype({"correct": bool})
-    from odevit.repro import analysis as A
+    from odevit.repro import dynamics as A
 
     pc = A.per_class_table(per_image)
     fig = P.lyapunov_figure(per_image, pc, A.lyapunov_class_correlation(pc), "ref", 0)

@@ -1,5 +1,5 @@
 """examples/distill_step.py: one distillation training step with odevit's public API. Its loss is the pipeline's
-(odevit.repro.objectives.distill) on the same model and batch; a teacher from a local weights file gives the run
+(odevit.repro.pipeline.distill) on the same model and batch; a teacher from a local weights file gives the run
 that the same weights built in memory give; a missing file names itself and where to get the weights."""
 import importlib.util
 from pathlib import Path
@@ -9,7 +9,7 @@ import torch
 from safetensors.torch import save_file
 
 import odevit
-from odevit.repro import config, objectives
+from odevit.repro import config, pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("distill_step", ROOT / "examples" / "distill_step.py")
@@ -31,7 +31,7 @@ def test_example_loss_is_the_pipelines_objective(ce_weight):
     assert len(checkpoints) == 3 and checkpoints[-1] == 6
     ours = example.distill_loss(student, teacher, x, checkpoints, y, ce_weight=ce_weight)
     cfg = config.Distill(ce_weight=ce_weight, label_smoothing=0.0)  # the example's: MSE + JaSMin (+ CE), no smoothing
-    theirs, parts = objectives.distill(teacher, checkpoints, cfg)(student, x, y, epoch=0)
+    theirs, parts = pipeline.distill(teacher, checkpoints, cfg)(student, x, y, epoch=0)
     torch.testing.assert_close(ours["loss"], theirs, rtol=0, atol=0)
     assert ours["mse"].item() == parts["mse"] and ours["jasmin"].item() == parts["jasmin"]
     assert ("ce" in ours) == (ce_weight > 0)

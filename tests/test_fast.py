@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from odevit.repro import config, fast, objectives, train
+from odevit.repro import config, fast, pipeline, train
 
 from test_fit_many import _loaders, _model, _teacher_objective  # the plain path's own fixtures
 
@@ -90,7 +90,7 @@ def _plain_fit(seeds, objective, epochs=2, lr=3e-3):
 @pytest.mark.parametrize("kind", ["free", "distilled"])
 def test_fast_equals_plain_path_on_cpu(kind):
     free = config.Scratch(label_smoothing=0.1, jasmin_weight=1.0)
-    obj = objectives.ode_scratch(free) if kind == "free" else _teacher_objective()
+    obj = pipeline.ode_scratch(free) if kind == "free" else _teacher_objective()
     seeds = [3, 4]
     g = _fast_fit(seeds, obj)
     ms, hs = _plain_fit(seeds, obj)
@@ -104,7 +104,7 @@ def test_fast_equals_plain_path_on_cpu(kind):
 
 def test_fast_path_differs_when_the_arithmetic_does():
     """The equivalence test can fail: another learning rate gives other weights."""
-    obj = objectives.ode_scratch(config.Scratch(label_smoothing=0.1, jasmin_weight=0.0))
+    obj = pipeline.ode_scratch(config.Scratch(label_smoothing=0.1, jasmin_weight=0.0))
     g = _fast_fit([3, 4], obj, lr=3e-3)
     ms, _ = _plain_fit([3, 4], obj, lr=1e-3)
     n, p = next(iter(ms[0].named_parameters()))
@@ -127,7 +127,7 @@ def test_evaluate_matches_train_evaluate():
 
 def test_resume_continues_where_it_stopped(tmp_path):
     """A group stopped at its deadline and resumed from last.pt ends where an uninterrupted one does."""
-    obj = objectives.ode_scratch(config.Scratch(label_smoothing=0.1, jasmin_weight=0.0))
+    obj = pipeline.ode_scratch(config.Scratch(label_smoothing=0.1, jasmin_weight=0.0))
     seeds = [5, 6]
     whole = _fast_fit(seeds, obj, epochs=3)
     lo = [_loaders(s) for s in seeds]
@@ -254,7 +254,7 @@ def test_a_cell_group_carries_its_run_key_and_the_cli_stops_on_another_run(tmp_p
         return False  # as if the deadline came first: nothing is written
 
     monkeypatch.setattr(fast, "fit", stop)
-    p = fast.Plan("plan_v2.yaml")
+    p = fast.Plan("params.yaml")
     into = tmp_path / "runs"
     for cell in ("free", "free", "ce"):
         assert not fast.train_cell(p, "v2_1k", cell, torch.device("cpu"), False, None, {}, into=str(into),
@@ -268,7 +268,7 @@ def test_a_cell_group_carries_its_run_key_and_the_cli_stops_on_another_run(tmp_p
         raise fast.ResumeError("checkpoints/v2/v2_x/ref/last.pt: written for another run: configuration (seeds)")
 
     monkeypatch.setattr(fast, "run_plan", refuse)
-    assert fast.main(["plan_v2.yaml"]) == 2
+    assert fast.main(["params.yaml"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["checkpoints/v2/v2_x/ref/last.pt: written for another run: configuration (seeds)"]
 
@@ -286,4 +286,11 @@ def test_a_group_resumes_only_on_its_device_kind(tmp_path):
     torch.save(ck, last)
     assert not fast.load_resume(fast.new_group([_model(5), _model(6)], g.cfg, len(lo[0]), cpu), last)
     with pytest.raises(ValueError, match="--shard 3/2"):
-        fast.run_plan("plan_v2.yaml", shard=(3, 2))
+        fast.run_plan("params.yaml", shard=(3, 2))
+
+
+def test_the_gpu_record_is_what_the_runs_histories_give():
+    """results/bench/fast_v2_gpu.md is `python -m odevit.repro.fast --bench gpu-record` on the committed runs: its table
+    (device, K, epochs, images/s of each GPU group's training loop) recomputes from the runs' own histories."""
+    table = fast.bench_gpu_record(str(ROOT / "results/v2")).to_markdown(index=False)
+    assert table in (ROOT / "results/bench/fast_v2_gpu.md").read_text()

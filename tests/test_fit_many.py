@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from odevit.model import ODEViT
-from odevit.repro import config, data, objectives, pipeline, train
+from odevit.repro import config, data, pipeline, train
 
 CE_JASMIN = config.Scratch(label_smoothing=0.1, jasmin_weight=1.0, jasmin_k=2)  # the free cells' loss
 RTOL = 1e-4  # relative: batched matrix products sum in another order (measured ~1e-6 per step; a few steps here)
@@ -76,7 +76,7 @@ def _teacher_objective():
     tr, _ = _loaders(0)
     cache = torch.stack([teacher.forward_trajectory(tr.transform(tr.split.images[:tr.n].float() / 255 * 255))
                          ["states"][i][:, 0] for i in (1, 2)], 1).detach()
-    return objectives.distill(teacher, [2, 4], config.Distill(jasmin_weight=1.0, ce_weight=0.5, label_smoothing=0.0),
+    return pipeline.distill(teacher, [2, 4], config.Distill(jasmin_weight=1.0, ce_weight=0.5, label_smoothing=0.0),
                               cache=cache)
 
 
@@ -85,8 +85,8 @@ def test_seeds_trained_together_match_separate_runs(kind, tmp_path):
     """no_maps: CE only, no attention maps requested, so the separate runs use the fused attention kernel and the
     batched one the explicit softmax (the fused kernel's backward fails under vmap on CUDA)."""
     no_maps = config.Scratch(label_smoothing=0.1, jasmin_weight=0.0)
-    obj = {"ode_scratch": lambda: objectives.ode_scratch(CE_JASMIN), "distill": _teacher_objective,
-           "no_maps": lambda: objectives.ode_scratch(no_maps)}[kind]()
+    obj = {"ode_scratch": lambda: pipeline.ode_scratch(CE_JASMIN), "distill": _teacher_objective,
+           "no_maps": lambda: pipeline.ode_scratch(no_maps)}[kind]()
     seeds = [3, 4]
     plain = [_plain(s, obj, tmp_path / f"p{s}") for s in seeds]
     ms, hists = _together(seeds, obj, [tmp_path / f"t{s}" for s in seeds])
@@ -105,7 +105,7 @@ def test_seeds_trained_together_match_separate_runs(kind, tmp_path):
 
 
 def test_plain_fit_resumes_a_run_trained_together(tmp_path):
-    obj = objectives.ode_scratch(CE_JASMIN)
+    obj = pipeline.ode_scratch(CE_JASMIN)
     with pytest.raises(Stop):
         _together([3, 4], obj, [tmp_path / "s3", tmp_path / "s4"], stop_before=1)  # stopped after epoch 1
     assert train.load_checkpoint(str(tmp_path / "s3" / "last.pt"))["epoch"] == 1
@@ -119,7 +119,7 @@ def test_plain_fit_resumes_a_run_trained_together(tmp_path):
 
 
 def test_what_cannot_be_trained_together_is_refused(tmp_path):
-    obj = objectives.ode_scratch(config.Scratch(label_smoothing=0.0, jasmin_weight=0.0))
+    obj = pipeline.ode_scratch(config.Scratch(label_smoothing=0.0, jasmin_weight=0.0))
     with pytest.raises(ValueError, match="patience"):
         train.fit_many([_model(0), _model(1)], [_loaders(0)[0]] * 2, [_loaders(0)[1]] * 2, obj,
                        dataclasses.replace(CFG, patience=2), rngs=[{}, {}])
@@ -128,63 +128,3 @@ def test_what_cannot_be_trained_together_is_refused(tmp_path):
     ms = [_model(0, attn_drop=0.1), _model(1, attn_drop=0.1)]  # dropout: a random draw per model, refused by vmap
     with pytest.raises(RuntimeError, match="random"):
         train.fit_many(ms, [_loaders(0)[0]] * 2, [_loaders(0)[1]] * 2, obj, CFG, rngs=[{}, {}])
-
-
-def test_study_trains_a_cells_seeds_together_as_their_own_stages_would(tmp_path, monkeypatch):
-    """`study.run_many`: two seeds of the free cell in one process write what `study.run` writes for each (to
-    rounding), name each other, and share the process's provenance."""
-    import shutil
-
-    from odevit.repro import study
-    from test_study import tiny_study
-
-    tiny_study(tmp_path, monkeypatch, {"ref": {}, "free": {"free": True}})
-    alone = [study.run("free", s) for s in (0, 1)]
-    shutil.move("results/cells", "alone")
-    shutil.rmtree("checkpoints/cells")
-    t_start = time.perf_counter()
-    together = study.run_many("free", [0, 1])
-    wall = time.perf_counter() - t_start
-    for a, t in zip(alone, together):
-        assert t["trained_together"] == [0, 1] and "trained_together" not in a
-        assert t["acc1"] == pytest.approx(a["acc1"], abs=1 / 24 + 1e-9)  # 24 test images: one may flip
-        assert t["source"] == a["source"] and t["best_epoch"] == a["best_epoch"]
-        (proc,) = t["provenance"]["processes"]
-        assert proc["trained_with"] == [f"checkpoints/cells/free/s{1 - t['seed']}"]
-        assert t["provenance"]["shared_by_runs"] == 2 and "shared_by_runs" not in a["provenance"]
-    t0, t1 = (json.loads(open(f"results/cells/free/s{s}/timing.json").read()) for s in (0, 1))
-    assert t0["train"] == t1["train"] > 0  # each seed: its share of the one loop
-    # The phases but startup (the process's, before run_many) split run_many's own time between the seeds with no
-    # overlap, so over both seeds they add up to at most its wall, measured here (each is rounded to 3 decimals). The
-    # fit's checkpointing share ("write") is the fit's wall minus what the histories hold, clamped at 0 by study.py:
-    # `write >= 0` could not fail, while histories holding more than the fit took (a negative share) or a phase
-    # counted twice make this sum exceed the wall.
-    phases = [k for k in pipeline.PHASES if k != "startup"]
-    assert sum(t[k] for t in (t0, t1) for k in phases) <= wall + 2 * len(phases) * 5e-4, (wall, t0, t1)
-    for s in (0, 1):
-        h1 = pd.read_csv(f"alone/free/s{s}/history.csv")
-        h2 = pd.read_csv(f"results/cells/free/s{s}/history.csv")
-        assert list(h1.columns) == list(h2.columns)
-        for c in [c for c in h1.columns if c.startswith("train_")]:
-            assert h2[c].tolist() == pytest.approx(h1[c].tolist(), rel=RTOL)
-
-
-def test_study_refuses_seeds_that_cannot_share_a_process(tmp_path, monkeypatch):
-    from odevit.repro import config, study
-    from test_study import tiny_study
-
-    tiny_study(tmp_path, monkeypatch, {"ref": {}, "drawn": {"train_steps": [4, 8]}})
-    with pytest.raises(config.ConfigError, match="train_steps"):
-        study.run_many("drawn", [0, 1])
-    cfg = config.check_stage("cell")
-    assert "synthetic" in config.together_refusal(cfg["distill"], cfg["base"], False)
-    assert config.together_refusal(cfg["distill"], cfg["base"], True) is None  # free cells: own images, no cache
-    from odevit.repro import runner  # the runner's per-cell question, with params parsed once or read by itself
-    plan = {"studies": {"st": {"cells": {"ref": {}, "drawn": {"train_steps": [4, 8]}, "free": {"free": True}},
-                               "seeds": [0, 1], "budget": {"train_limit": 32, "epochs": 2}}}}
-    for params in (None, cfg):
-        assert "train_steps" in runner.cell_refusal("drawn", "st", plan, params)
-        assert "synthetic" in runner.cell_refusal("ref", "st", plan, params)
-        assert runner.cell_refusal("free", "st", plan, params) is None
-    with pytest.raises(config.ConfigError, match="synthetic"):  # the synthetic dataset draws its images per seed
-        study.run_many("ref", [0, 1])

@@ -1,7 +1,6 @@
-"""Published weights (weights/quick: the quick run's; weights/evidence: plan 1's; weights/v2: plan v2's): every tag reloads offline and
-reproduces its published Acc@1, which is its run's committed Acc@1 (exactly for the quick run, trained on this CPU;
-within publish.ACC1_TOLERANCE for a GPU run); altered or missing files and architecture mismatches are refused with
-the file's name and its expected checksum."""
+"""Published weights (weights/v2: the plan's teacher and 55k students): every tag reloads offline and reproduces its
+published Acc@1, which is its run's committed Acc@1 within weights.ACC1_TOLERANCE (the runs were made on a GPU);
+altered or missing files and architecture mismatches are refused with the file's name and its expected checksum."""
 import json
 import os
 import shutil
@@ -13,13 +12,13 @@ import torch
 
 import odevit
 from odevit import hub
-from odevit.repro import data, evaluate, publish
+from odevit.repro import data, weights
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = {f: json.loads((ROOT / "weights" / f / "manifest.json").read_text())["weights"] for f in (hub.V2,)}
 MANIFEST = {t: e for m in FOLDERS.values() for t, e in m.items()}
-DISTILL = f"{hub.STUDENT_ARCH}.fmnist_distill"
-TEACHER = f"{hub.TEACHER_ARCH}.fmnist"
+DISTILL = f"{hub.STUDENT_ARCH}.fmnist_v2_distill"
+TEACHER = f"{hub.TEACHER_ARCH}.fmnist_v2"
 
 
 PENDING = json.loads((ROOT / "weights" / hub.V2 / "manifest.json").read_text()).get("pending", {})
@@ -38,29 +37,7 @@ def test_every_registered_tag_is_published_with_its_registered_architecture():
             assert (ROOT / "weights" / folder / e["file"]).stat().st_size == e["bytes"]
             run = json.loads((ROOT / e["metrics_file"]).read_text())["acc1"]
             assert e["run_metrics"]["acc1"] == run
-            if folder == hub.QUICK:  # trained on this CPU type: the run's own Acc@1, exactly
-                assert e["metrics"]["acc1"] == run
-            assert abs(e["metrics"]["acc1"] - run) <= publish.ACC1_TOLERANCE + 1e-12
-
-
-def test_evidence_tags_are_the_best_validation_seed_of_their_plan_cell():
-    """weights/evidence: per plan.yaml publish row, the seed whose validation Acc@1 (history.csv) is highest."""
-    import pandas as pd
-    import yaml
-
-    plan = yaml.safe_load((ROOT / "plan.yaml").read_text())
-    rows = plan["publish"]
-    assert {r["tag"] for r in rows} == set(FOLDERS[hub.EVIDENCE])
-    for r in rows:
-        e = FOLDERS[hub.EVIDENCE][r["tag"]]
-        if "snapshot" in r:
-            assert e["checkpoint"] == f"{r['snapshot']}/teacher.safetensors" and e["kind"] == "teacher"
-            continue
-        seeds = plan["studies"][r["study"]]["seeds"]
-        best = {s: pd.read_csv(ROOT / f"results/studies/{r['study']}/{r['cell']}/s{s}/history.csv").val_acc1.max()
-                for s in seeds}
-        assert (e["study"], e["cell"]) == (r["study"], r["cell"])
-        assert e["seed"] == max(best, key=lambda k: (best[k], -k)), r["tag"]
+            assert abs(e["metrics"]["acc1"] - run) <= weights.ACC1_TOLERANCE + 1e-12
 
 
 def test_v2_teacher_is_the_selected_seeds_kept_weights():
@@ -77,7 +54,7 @@ def test_v2_teacher_is_the_selected_seeds_kept_weights():
 def test_published_tag_reproduces_committed_acc1(tag, capsys):
     if not os.path.isdir(data.DEBIAN_FASHION_MNIST):
         pytest.skip("needs Fashion-MNIST (make data: Debian's dataset-fashion-mnist)")
-    assert evaluate.main([tag]) == 0  # loads through timm.create_model(tag, pretrained=True), full test set
+    assert weights.main([tag]) == 0  # loads through timm.create_model(tag, pretrained=True), full test set
     out = capsys.readouterr().out
     assert f"Acc@1 {MANIFEST[tag]['metrics']['acc1']:.4f}" in out and "(identical)" in out
 
@@ -95,7 +72,7 @@ def test_teacher_tag_loads_through_create_teacher_and_students_through_timm():
 
 @pytest.fixture
 def copy_weights(tmp_path):
-    shutil.copytree(ROOT / "weights" / hub.QUICK, tmp_path / "w")
+    shutil.copytree(ROOT / "weights" / hub.V2, tmp_path / "w")
     return tmp_path / "w"
 
 
@@ -112,7 +89,7 @@ def test_altered_or_missing_file_is_refused_with_name_and_checksum(copy_weights)
     path.unlink()
     with pytest.raises(hub.WeightsError, match=rf"{e['file']}: missing; expected sha256 {e['sha256']}"):
         hub.load(DISTILL, str(copy_weights))
-    assert evaluate.main([DISTILL, "--limit", "8"]) == 0  # the repository's own copy is untouched
+    assert weights.main([DISTILL, "--limit", "8"]) == 0  # the repository's own copy is untouched
 
 
 def test_weights_of_another_architecture_are_refused_by_the_registered_name(copy_weights):
@@ -139,50 +116,42 @@ def test_published_weights_load_with_dynamic_img_size():
 
 
 def test_evaluate_cli_lists_tags_and_rejects_bad_input(capsys):
-    assert evaluate.main(["--list"]) == 0
+    assert weights.main(["--list"]) == 0
     out = capsys.readouterr().out
     assert all(tag in out for tag in hub.TAGS)
-    assert evaluate.main([DISTILL, "--num-steps", "0"]) == 2
-    assert evaluate.main(["odevit_small_patch7_28.nope"]) == 2
-    assert evaluate.main([TEACHER, "--num-steps", "4"]) == 2
+    assert weights.main([DISTILL, "--num-steps", "0"]) == 2
+    assert weights.main(["odevit_small_patch7_28.nope"]) == 2
+    assert weights.main([TEACHER, "--num-steps", "4"]) == 2
     assert "discrete ViT" in capsys.readouterr().err
 
 
 def test_publish_v2_without_its_teacher_stops_naming_the_file(tmp_path, monkeypatch, capsys):
-    """`publish --v2` where plan v2's teacher is not selected yet: one line naming the missing file, exit 2, nothing
+    """`publish` where the plan's teacher is not selected yet: one line naming the missing file, exit 2, nothing
     written; and a kept best.pt that is not the selected seed's is refused by its sha256."""
-    for f in ("params.yaml", "plan_v2.yaml"):
-        shutil.copy(ROOT / f, tmp_path / f)
-    shutil.copytree(ROOT / "presets", tmp_path / "presets")  # the plan's cells name presets
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(SystemExit) as e:
-        publish.main(["--v2"])
-    assert e.value.code == 2 and "results/v2/teacher/selected.json: missing" in capsys.readouterr().err
+    assert weights.main(["--publish"]) == 2 and "results/v2/teacher/selected.json: missing" in capsys.readouterr().err
     assert not (tmp_path / "weights").exists()
     shutil.copytree(ROOT / "results/v2/teacher", tmp_path / "results/v2/teacher")
     (tmp_path / "weights/v2_teacher").mkdir(parents=True)
     (tmp_path / "weights/v2_teacher/best.pt").write_bytes(b"not the teacher")
-    with pytest.raises(SystemExit) as e:
-        publish.main(["--v2"])
-    assert e.value.code == 2 and "not the selected teacher's weights" in capsys.readouterr().err
+    assert weights.main(["--publish"]) == 2 and "not the selected teacher's weights" in capsys.readouterr().err
     assert not (tmp_path / "weights/v2").exists()
 
 
 def test_publish_v2_selects_each_students_seed_on_validation_and_names_unfinished_cells(tmp_path, monkeypatch):
-    """plan_v2.yaml's publish rows: a cell with every seed finished gives its best-validation seed (a tie goes to the
+    """params.yaml's publish rows: a cell with every seed finished gives its best-validation seed (a tie goes to the
     first in the plan's order; the test Acc@1 is never looked at), with its convergence and architecture; a cell with a
     seed missing is pending, naming the seeds, and is not published; a finished row whose tag odevit.hub does not
     register is refused by name."""
     import yaml
 
-    for f in ("params.yaml", "plan_v2.yaml"):
-        shutil.copy(ROOT / f, tmp_path / f)
-    shutil.copytree(ROOT / "presets", tmp_path / "presets")
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
     shutil.copytree(ROOT / "results/v2/teacher", tmp_path / "results/v2/teacher")
     (tmp_path / "weights/v2_teacher").mkdir(parents=True)
     shutil.copy(ROOT / "weights/v2_teacher/best.pt", tmp_path / "weights/v2_teacher/best.pt")
     monkeypatch.chdir(tmp_path)
-    plan = yaml.safe_load((ROOT / "plan_v2.yaml").read_text())
+    plan = yaml.safe_load((ROOT / "params.yaml").read_text())
     rows = {r["cell"]: r for r in plan["publish"]}
     seeds = plan["studies"]["v2_55k"]["seeds"]
 
@@ -195,7 +164,7 @@ def test_publish_v2_selects_each_students_seed_on_validation_and_names_unfinishe
 
     runs("ref", [0.88, 0.90, 0.90, 0.89], [0.99, 0.80, 0.70, 0.99])  # s1 and s2 tie on validation; test says s0
     runs("ce", [0.91, 0.92], [0.9, 0.9])                              # two of four seeds finished
-    src, pending = publish.v2_sources()
+    src, pending = weights.v2_sources()
     ref = src[rows["ref"]["tag"]]
     assert (ref["seed"], ref["val_acc1"], ref["cell"], ref["kind"]) == (seeds[1], 0.90, "ref", "student")
     assert ref["checkpoint"] == f"checkpoints/v2/v2_55k/ref/s{seeds[1]}/best.pt"
@@ -204,9 +173,9 @@ def test_publish_v2_selects_each_students_seed_on_validation_and_names_unfinishe
     assert set(pending) == {rows["ce"]["tag"], rows["free"]["tag"]} and rows["ce"]["tag"] not in src
     assert f"seeds {seeds[2:]} of {seeds} not finished" in pending[rows["ce"]["tag"]]
     plan["publish"] = [dict(rows["ref"], tag="odevit_small_patch7_28.unregistered")]
-    (tmp_path / "plan_v2.yaml").write_text(yaml.safe_dump(plan))
-    with pytest.raises(publish.config.ConfigError, match=r"publish\[0\]\.tag 'odevit_small_patch7_28.unregistered'"):
-        publish.v2_sources()
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(plan))
+    with pytest.raises(weights.config.ConfigError, match=r"publish\[0\]\.tag 'odevit_small_patch7_28.unregistered'"):
+        weights.v2_sources()
 
 
 def test_a_pending_tag_is_refused_saying_its_runs_still_train(tmp_path):

@@ -159,7 +159,7 @@ def test_cached_teacher_states_give_the_same_loss():
     import timm
 
     from odevit import student_from_teacher
-    from odevit.repro import config, data, objectives
+    from odevit.repro import config, data, pipeline
 
     torch.manual_seed(0)
     t = timm.create_model("vit_tiny_patch16_224", img_size=8, patch_size=4, in_chans=1, embed_dim=16, depth=2,
@@ -167,10 +167,10 @@ def test_cached_teacher_states_give_the_same_loss():
     s = student_from_teacher(t, num_steps=4, mlp_ratio=1.0)
     split = data.Split(torch.randint(0, 255, (20, 1, 8, 8), dtype=torch.uint8), torch.randint(0, 3, (20,)))
     loader = data.Loader(split, 8, data.batch_transform("synthetic", 8), shuffle=True, seed=1)
-    cache = objectives.teacher_cls_cache(t, loader, torch.device("cpu"))
+    cache = pipeline.teacher_cls_cache(t, loader, torch.device("cpu"))
     assert cache.shape == (20, 2, 16)
-    live = objectives.distill(t, [2, 4], config.Distill(ce_weight=1.0, label_smoothing=0.0))
-    cached = objectives.distill(t, [2, 4], config.Distill(ce_weight=1.0, label_smoothing=0.0),
+    live = pipeline.distill(t, [2, 4], config.Distill(ce_weight=1.0, label_smoothing=0.0))
+    cached = pipeline.distill(t, [2, 4], config.Distill(ce_weight=1.0, label_smoothing=0.0),
                                 cache=cache)
     for x, y, idx in loader.batches(3, with_index=True):
         a, _ = live(s, x, y, 0, idx)
@@ -237,7 +237,7 @@ def _tiny_teacher():
 def test_label_free_default_never_reads_labels_and_the_frozen_teacher_head_classifies():
     """The default distill block (ce_weight 0, the paper's MSE + JaSMin): permuted labels give the same loss and the
     same gradients; the head and its norm are the teacher's, frozen. With ce_weight 1 the labels matter."""
-    from odevit.repro import config, objectives, pipeline
+    from odevit.repro import config, pipeline
 
     t = _tiny_teacher()
     cfg = config.parse("distill", dict(num_steps=4))
@@ -252,7 +252,7 @@ def test_label_free_default_never_reads_labels_and_the_frozen_teacher_head_class
 
     def loss_and_grads(c, labels):
         s.zero_grad()
-        loss, parts = objectives.distill(t, [2, 4], c)(s, x, labels, 0)
+        loss, parts = pipeline.distill(t, [2, 4], c)(s, x, labels, 0)
         loss.backward()
         return loss.item(), parts, [p.grad.clone() for p in s.parameters() if p.requires_grad]
 
@@ -277,12 +277,12 @@ def _distill_case():
 def test_the_objective_is_the_weighted_sum_of_the_registered_terms_in_order():
     """MSE + JaSMin + CE at weights 0.5, 2, 0.25: the loss is, bit for bit, the sum in TERMS' order of weight x the
     loss functions called by hand; the logged parts are the unweighted terms."""
-    from odevit.repro import config, objectives
+    from odevit.repro import config, pipeline
 
     t, s, cfg, x, y = _distill_case()
     cfg = config.merged(cfg, mse_weight=0.5, jasmin_weight=2.0, ce_weight=0.25)
     assert list(losses.active_terms(cfg)) == ["mse", "jasmin", "ce"]
-    loss, parts = objectives.distill(t, [2, 4], cfg)(s, x, y, 0)
+    loss, parts = pipeline.distill(t, [2, 4], cfg)(s, x, y, 0)
     out = s.forward_trajectory(x, return_attn=True)
     from odevit.teacher import hidden_states
 
@@ -294,18 +294,18 @@ def test_the_objective_is_the_weighted_sum_of_the_registered_terms_in_order():
     torch.testing.assert_close(parts["ce"], ce, rtol=0, atol=0)
     # the curriculum: before ce_from_epoch the CE term is left out of the sum and the log
     late = config.merged(cfg, ce_from_epoch=3)
-    assert list(objectives.distill(t, [2, 4], late)(s, x, y, 2)[1]) == ["mse", "jasmin"]
-    assert list(objectives.distill(t, [2, 4], late)(s, x, y, 3)[1]) == ["mse", "jasmin", "ce"]
+    assert list(pipeline.distill(t, [2, 4], late)(s, x, y, 2)[1]) == ["mse", "jasmin"]
+    assert list(pipeline.distill(t, [2, 4], late)(s, x, y, 3)[1]) == ["mse", "jasmin", "ce"]
 
 
 def test_a_new_term_is_one_registered_function_and_one_config_field(monkeypatch):
     """How a new loss is added (docs/pipeline.md, "Which module a newcomer opens"): a `@losses.term` function and its weight in the distill config
-    (here a subclass stands in for the new field of config.Distill). objectives.py is not touched: at weight 0 the
+    (here a subclass stands in for the new field of config.Distill). pipeline.py is not touched: at weight 0 the
     loss is the same as without the term; at weight 0.5 it adds 0.5 x the term, logged under its name, with a
     gradient."""
     import dataclasses
 
-    from odevit.repro import config, objectives
+    from odevit.repro import config, pipeline
 
     monkeypatch.setattr(losses, "TERMS", dict(losses.TERMS))  # the registration is undone after the test
 
@@ -319,9 +319,9 @@ def test_a_new_term_is_one_registered_function_and_one_config_field(monkeypatch)
 
     t, s, cfg, x, y = _distill_case()
     base = dataclasses.asdict(cfg)
-    without, parts0 = objectives.distill(t, [2, 4], WithNorm(**base))(s, x, y, 0)
+    without, parts0 = pipeline.distill(t, [2, 4], WithNorm(**base))(s, x, y, 0)
     assert "cls_norm" not in parts0
-    with_it, parts = objectives.distill(t, [2, 4], WithNorm(**base, cls_norm_weight=0.5))(s, x, y, 0)
+    with_it, parts = pipeline.distill(t, [2, 4], WithNorm(**base, cls_norm_weight=0.5))(s, x, y, 0)
     norm = s.forward_trajectory(x)["states"][-1][:, 0].pow(2).sum(-1).mean()
     assert list(parts) == ["mse", "jasmin", "ce", "cls_norm"]
     torch.testing.assert_close(parts["cls_norm"], norm)
@@ -333,7 +333,7 @@ def test_a_new_term_is_one_registered_function_and_one_config_field(monkeypatch)
         config.parse("distill", {"mse_weight": -1.0})
     # a term whose field the config lacks: one error naming both, when the objective is built (before any training)
     with pytest.raises(ValueError, match=r"term 'cls_norm': the config has no field 'cls_norm_weight'"):
-        objectives.distill(t, [2, 4], cfg)
+        pipeline.distill(t, [2, 4], cfg)
     with pytest.raises(ValueError, match="'cls_norm' is already registered"):
         losses.term("cls_norm", weight="cls_norm_weight")(cls_norm)
 
@@ -351,10 +351,10 @@ def test_a_new_term_is_one_registered_function_and_one_config_field(monkeypatch)
     assert pipeline.cache_usable(WithMap(**base)) and losses.wider_than_cls(WithMap(**base)) == []
     on = WithMap(**base, t_map_weight=1.0)
     assert not pipeline.cache_usable(on) and losses.wider_than_cls(on) == ["t_map"]
-    loss, parts = objectives.distill(t, [2, 4], on)(s, x, y, 0)  # the teacher per batch, its last map computed
+    loss, parts = pipeline.distill(t, [2, 4], on)(s, x, y, 0)  # the teacher per batch, its last map computed
     assert list(parts) == ["mse", "jasmin", "ce", "t_map"] and torch.isfinite(loss)
     with pytest.raises(ValueError, match=r"the terms \['t_map'\] need more"):
-        objectives.distill(t, [2, 4], on, cache=torch.zeros(4, 2, 16))
+        pipeline.distill(t, [2, 4], on, cache=torch.zeros(4, 2, 16))
 
 
 def test_every_registered_term_reads_fields_the_distill_config_has_and_presets_may_switch():
@@ -367,15 +367,15 @@ def test_every_registered_term_reads_fields_the_distill_config_has_and_presets_m
 
 
 def test_the_teacher_cache_is_refused_for_terms_that_need_more_than_cls_states(monkeypatch):
-    from odevit.repro import config, objectives, pipeline
+    from odevit.repro import config, pipeline
 
     t, _, cfg, _, _ = _distill_case()
     cache = torch.zeros(4, 2, 16)
     with pytest.raises(ValueError, match=r"the terms \['attn_l1'\] need more"):
-        objectives.distill(t, [2, 4], config.merged(cfg, attn_l1_weight=0.5), cache=cache)
+        pipeline.distill(t, [2, 4], config.merged(cfg, attn_l1_weight=0.5), cache=cache)
     with pytest.raises(ValueError, match=r"the terms \['mse'\] need more"):
-        objectives.distill(t, [2, 4], config.merged(cfg, mse_tokens="all"), cache=cache)
-    objectives.distill(t, [2, 4], cfg, cache=cache)  # CLS states: the cache stands in
+        pipeline.distill(t, [2, 4], config.merged(cfg, mse_tokens="all"), cache=cache)
+    pipeline.distill(t, [2, 4], cfg, cache=cache)  # CLS states: the cache stands in
     assert pipeline.cache_usable(cfg) and not pipeline.cache_usable(config.merged(cfg, attn_l1_weight=0.5))
     assert not pipeline.cache_usable(config.merged(cfg, mse_tokens="all"))
     assert not pipeline.cache_usable(config.merged(cfg, augment=True))

@@ -1,4 +1,4 @@
-"""Plan v2 (params.yaml): checked on load, families across studies, and its verdicts (verdicts2) against hand-computed
+"""Plan v2 (params.yaml): checked on load, families across studies, and its verdicts (verdicts.judge) against hand-computed
 cases, each verdict flipping when the data do."""
 import copy
 import math
@@ -8,19 +8,19 @@ import pytest
 import yaml
 from scipy import stats as st
 
-from odevit.repro import plan as plan2
-from odevit.repro import verdicts as verdicts2
+from odevit.repro import plan as plan_mod
+from odevit.repro import verdicts
 from odevit.repro.plan import PlanError
 
-PLAN = plan2.load("params.yaml")
+PLAN = plan_mod.load("params.yaml")
 
 
 def test_committed_plan_loads_with_its_families():
-    plan2.check(PLAN)
-    fams = plan2.families(PLAN)
+    plan_mod.check(PLAN)
+    fams = plan_mod.families(PLAN)
     assert PLAN["rules"]["primary_family"] == "v2_headline"
     assert len(fams["v2_headline"]) == 9 and len(fams["v2_steps"]) == 10  # the headline rows of all four budgets
-    assert plan2.alpha_each(PLAN, "v2_headline") == pytest.approx(0.05 / 9)
+    assert plan_mod.alpha_each(PLAN, "v2_headline") == pytest.approx(0.05 / 9)
 
 
 @pytest.mark.parametrize("edit, match", [
@@ -35,16 +35,16 @@ def test_bad_plans_are_refused_naming_the_key(edit, match):
     p = copy.deepcopy(PLAN)
     edit(p)
     with pytest.raises(PlanError, match=match):
-        plan2.check(p)
+        plan_mod.check(p)
 
 
 def test_hash_changes_with_the_block_only():
     p = copy.deepcopy(PLAN)
-    h = {n: plan2.study_hash(PLAN, n) for n in PLAN["studies"]}
+    h = {n: plan_mod.study_hash(PLAN, n) for n in PLAN["studies"]}
     p["publish"] = []  # which runs are published decides no verdict: no study's hash covers it
-    assert {n: plan2.study_hash(p, n) for n in PLAN["studies"]} == h
+    assert {n: plan_mod.study_hash(p, n) for n in PLAN["studies"]} == h
     p["studies"]["v2_1k"]["budget"]["epochs"] = 151
-    assert plan2.study_hash(p, "v2_1k") != h["v2_1k"] and plan2.study_hash(p, "v2_3k") == h["v2_3k"]
+    assert plan_mod.study_hash(p, "v2_1k") != h["v2_1k"] and plan_mod.study_hash(p, "v2_3k") == h["v2_3k"]
 
 
 def _mini(test="superiority", margin=None):
@@ -71,54 +71,54 @@ T = {"acc1": 90.0, "seed_sd": 0.2, "seed": 0, "converged": True}
 
 def test_verdict_by_hand_and_flips():
     plan = _mini()
-    r = verdicts2.judge(plan, _runs([82.0, 83.0, 84.5], [80.0, 80.5, 81.0]), T).iloc[0]
+    r = verdicts.judge(plan, _runs([82.0, 83.0, 84.5], [80.0, 80.5, 81.0]), T).iloc[0]
     d = [2.0, 2.5, 3.5]  # ref - free per seed
     mean, sd = sum(d) / 3, pd.Series(d).std()
     half = st.t.ppf(1 - 0.05 / 2, 2) * sd / math.sqrt(3)
     assert (r["mean"], r["ci_low"], r["ci_high"]) == pytest.approx((mean, mean - half, mean + half))
     assert r.verdict == "supports" and r.fair
-    flipped = verdicts2.judge(plan, _runs([80.0, 80.5, 81.0], [82.0, 83.0, 84.5]), T).iloc[0]
+    flipped = verdicts.judge(plan, _runs([80.0, 80.5, 81.0], [82.0, 83.0, 84.5]), T).iloc[0]
     assert flipped.verdict == "contradicts"
-    noisy = verdicts2.judge(plan, _runs([82.0, 79.0, 84.5], [80.0, 80.5, 81.0]), T).iloc[0]
+    noisy = verdicts.judge(plan, _runs([82.0, 79.0, 84.5], [80.0, 80.5, 81.0]), T).iloc[0]
     assert noisy.verdict == "inconclusive"
 
 
 def test_row_labels_before_the_test():
     plan = _mini()
     good = _runs([82.0, 83.0, 84.5], [80.0, 80.5, 81.0])
-    assert verdicts2.judge(plan, good.iloc[1:], T).iloc[0].verdict == "not measured yet (2 of 3 seeds)"
-    one_cell = verdicts2.judge(plan, good[good.cell == "ref"], T).iloc[0]  # a cell finished, its partner not yet
+    assert verdicts.judge(plan, good.iloc[1:], T).iloc[0].verdict == "not measured yet (2 of 3 seeds)"
+    one_cell = verdicts.judge(plan, good[good.cell == "ref"], T).iloc[0]  # a cell finished, its partner not yet
     assert one_cell.verdict == "not measured yet (0 of 3 seeds)" and one_cell.converged == "–"
-    assert verdicts2.judge(plan, good, T).iloc[0].converged == "6/6"
-    assert verdicts2.judge(plan, _runs([82.0, 83.0, 84.5], [80.0, 80.5, 81.0], (True,) * 5 + (False,)),
+    assert verdicts.judge(plan, good, T).iloc[0].converged == "6/6"
+    assert verdicts.judge(plan, _runs([82.0, 83.0, 84.5], [80.0, 80.5, 81.0], (True,) * 5 + (False,)),
                            T).iloc[0].verdict == "not converged (1 of 6 runs)"
     weak = dict(T, acc1=80.0)  # a teacher below the free ODE's mean (80.5): not a fair test of distillation
-    r = verdicts2.judge(plan, good, weak).iloc[0]
+    r = verdicts.judge(plan, good, weak).iloc[0]
     assert r.verdict == "unfair (teacher not above free)" and r.verdict_test == "supports"
 
 
 def test_retention_margin_rule():
     q = {"margin_rule": "teacher_spread"}
-    assert verdicts2.margin(q, {"acc1": 90.0, "seed_sd": 0.5}) == pytest.approx(1.0)
-    assert verdicts2.margin(q, {"acc1": 90.0, "seed_sd": 0.1}) == pytest.approx(2 * 100 * math.sqrt(0.09 / 10000))
+    assert verdicts.margin(q, {"acc1": 90.0, "seed_sd": 0.5}) == pytest.approx(1.0)
+    assert verdicts.margin(q, {"acc1": 90.0, "seed_sd": 0.1}) == pytest.approx(2 * 100 * math.sqrt(0.09 / 10000))
 
 
 def test_two_machine_kinds_need_their_measured_shift():
     plan = _mini()
     r = _runs([82.0, 83.0, 84.5], [80.0, 80.5, 81.0])
     r.loc[r.cell == "free", "device"] = "cpu"  # free made on a second machine kind
-    row = verdicts2.judge(plan, r, T).iloc[0]
+    row = verdicts.judge(plan, r, T).iloc[0]
     assert row.verdict == "not measured yet (machine shift between cpu and d)"
     rerun = pd.DataFrame([dict(study="s", cell="ref", seed=1, acc1=82.1, device="cpu")])
-    sh = verdicts2.shifts(r, rerun)
+    sh = verdicts.shifts(r, rerun)
     assert sh["shift"].tolist() == pytest.approx([0.1]) and sh.device_committed.tolist() == ["d"]
-    row = verdicts2.judge(plan, r, T, shift=sh).iloc[0]
+    row = verdicts.judge(plan, r, T, shift=sh).iloc[0]
     assert row.verdict == "supports" and row.verdict_under_shift == "same"
     assert row.machine_shift == "cpu runs minus the same seeds' d runs: +0.10 (ref s1) pt; mean +0.10, largest |shift| 0.10"
     big = pd.DataFrame([dict(study="s", cell="ref", seed=1, acc1=84.5, device="cpu")])  # a 2.5 pt shift
-    row = verdicts2.judge(plan, r, T, shift=verdicts2.shifts(r, big)).iloc[0]
+    row = verdicts.judge(plan, r, T, shift=verdicts.shifts(r, big)).iloc[0]
     assert row.verdict == "supports" and row.verdict_under_shift == "changes"
-    same = verdicts2.judge(plan, _runs([82.0, 83.0, 84.5], [80.0, 80.5, 81.0]), T, shift=sh).iloc[0]
+    same = verdicts.judge(plan, _runs([82.0, 83.0, 84.5], [80.0, 80.5, 81.0]), T, shift=sh).iloc[0]
     assert same.machine_shift is None and same.verdict == "supports"  # one machine kind: no shift needed
 
 
@@ -128,16 +128,16 @@ def test_every_committed_run_records_the_plan_hash_of_params_yaml():
     import glob
     import json
 
-    plan = plan2.load("params.yaml")
+    plan = plan_mod.load("params.yaml")
     files = sorted(glob.glob("results/v2/v2_*/*/s*/metrics.json"))
     assert len(files) == 90
     for f in files:
         m = json.load(open(f))
-        assert m["plan_hash"] == plan2.study_hash(plan, m["study"]), f
+        assert m["plan_hash"] == plan_mod.study_hash(plan, m["study"]), f
     for f in glob.glob("results/v2/teacher/s*/metrics.json"):
-        assert json.load(open(f))["plan_hash"] == plan2.study_hash(plan, None), f
+        assert json.load(open(f))["plan_hash"] == plan_mod.study_hash(plan, None), f
     edited = copy.deepcopy(plan)
     edited["teacher"]["depth"] = 12  # the architecture keys beside the recipe are not the plan's
-    assert plan2.study_hash(edited, "v2_1k") == plan2.study_hash(plan, "v2_1k")
+    assert plan_mod.study_hash(edited, "v2_1k") == plan_mod.study_hash(plan, "v2_1k")
     edited["teacher"]["epochs"] = 41  # the recipe is
-    assert plan2.study_hash(edited, "v2_1k") != plan2.study_hash(plan, "v2_1k")
+    assert plan_mod.study_hash(edited, "v2_1k") != plan_mod.study_hash(plan, "v2_1k")

@@ -1,4 +1,4 @@
-"""The independent recomputation of plan v2's rows (docs/evidence/recompute_v2.py, written from plan_v2.yaml's text
+"""The independent recomputation of plan v2's rows (docs/evidence/recompute_v2.py, written from the plan's text
 without the package) agrees with results/v2/claims.csv, and says so when it does not."""
 import shutil
 import subprocess
@@ -30,7 +30,7 @@ def test_a_changed_verdict_or_run_is_a_mismatch(tmp_path):
     """A verdict edited in claims.csv, or one run's test accuracy changed, and the script names the row and exits 1."""
     for d in ("results/v2", "results/v2_cpu"):
         shutil.copytree(ROOT / d, tmp_path / d)
-    shutil.copy(ROOT / "plan_v2.yaml", tmp_path / "plan_v2.yaml")
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
     claims = tmp_path / "results/v2/claims.csv"
     c = pd.read_csv(claims, dtype=str, keep_default_na=False)
     c.loc[c.question == "unseen_free", "verdict"] = "supports"

@@ -21,7 +21,7 @@ from timm.models.vision_transformer import VisionTransformer
 
 import odevit  # noqa: F401  (registers the odevit_* models)
 from odevit import ODEViT
-from odevit.repro.memory import saved_bytes
+from odevit.repro.runtime import saved_bytes
 
 L, D, P, S = 4, 192, 8, 32  # layers (= solver steps), width, patch, image side: 4 x 4 patches
 SHAPE = dict(img_size=S, patch_size=P, num_classes=10)

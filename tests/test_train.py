@@ -4,7 +4,7 @@ import json
 import pytest
 import torch
 
-from odevit.repro import config, objectives, pipeline, train
+from odevit.repro import config, pipeline, train
 
 CE_JASMIN = config.Scratch(label_smoothing=0.1, jasmin_weight=1.0, jasmin_k=2)  # stage 03's default loss
 CE = config.Scratch(label_smoothing=0.0, jasmin_weight=0.0)  # plain CE
@@ -27,7 +27,7 @@ def _tiny_run(tmp_path, name):
     train.seed_everything(0)
     tr, te = pipeline.loaders(b)
     model = pipeline.build_scratch(b, s)
-    obj = objectives.ode_scratch(CE_JASMIN)
+    obj = pipeline.ode_scratch(CE_JASMIN)
     hist = train.fit(model, tr, te, obj, train.TrainConfig(epochs=2, device="cpu"), str(tmp_path / name))
     return hist, model
 
@@ -74,7 +74,7 @@ def test_config_errors_name_key_value_and_allowed():
 
 def test_saved_bytes_of_a_known_graph():
     """linear saves its input (the weight is a parameter: left out), ReLU its output: 4 bytes x (B*10 + B*20)."""
-    from odevit.repro.memory import saved_bytes
+    from odevit.repro.runtime import saved_bytes
 
     lin = torch.nn.Linear(10, 20)
     x = torch.randn(7, 10)
@@ -84,13 +84,13 @@ def test_saved_bytes_of_a_known_graph():
 def test_training_that_cannot_fit_stops_with_its_estimate(tmp_path, monkeypatch):
     """Before the first step: a run whose measured activations exceed the free memory stops with the estimate
     (MemoryEstimateError), writes no checkpoint, and leaves the RNG as it found it."""
-    from odevit.repro.memory import MemoryEstimateError
+    from odevit.repro.runtime import MemoryEstimateError
 
     b = config.parse("base", dict(dataset="synthetic", synthetic_size=64, val_size=16, batch_size=16, device="cpu"))
     s = config.parse("scratch", dict(embed_dim=16, num_heads=2, num_steps=3, epochs=1))
     tr, te = pipeline.loaders(b)
     model = pipeline.build_scratch(b, s)
-    obj = objectives.ode_scratch(CE_JASMIN)
+    obj = pipeline.ode_scratch(CE_JASMIN)
     monkeypatch.setenv("ODEVIT_MEMORY_LIMIT", "100000")  # 100 kB
     with pytest.raises(MemoryEstimateError, match=r"training needs about .* GiB on cpu .* MiB of activations per "
                                                   r"sample x batch 16 .* lower base.batch_size"):
@@ -139,7 +139,7 @@ def _tiny_fit(tmp_path, evals, **cfg):
     loaders = {k: {"val": va, "test": te}[k] for k in evals}
     model = pipeline.build_scratch(b, s)
     out = str(tmp_path)
-    hist = train.fit(model, tr, loaders, objectives.ode_scratch(CE), train.TrainConfig(device="cpu", **cfg), out)
+    hist = train.fit(model, tr, loaders, pipeline.ode_scratch(CE), train.TrainConfig(device="cpu", **cfg), out)
     return hist, torch.load(tmp_path / "best.pt", weights_only=True)["epoch"]
 
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from odevit.losses import trajectory_mse
-from odevit.repro import config, objectives, pipeline
+from odevit.repro import config, pipeline
 from odevit.teacher import create_teacher, hidden_states
 
 from tiny_pipeline import tiny_params
@@ -27,7 +27,7 @@ def test_each_batch_uses_the_drawn_n_and_its_schedule():
     sched = pipeline.step_schedules(dist, d)
     assert sorted(sched) == [2, 4, 8] and sched[8][-1] == 8 and sched[2] == [1, 2]
     assert sched[4] == pipeline.schedule(dist, d)  # the trained N's schedule is the plain one
-    obj = objectives.distill(teacher, sched[4], dataclasses.replace(d, jasmin_weight=0.0), step_schedules=sched)
+    obj = pipeline.distill(teacher, sched[4], dataclasses.replace(d, jasmin_weight=0.0), step_schedules=sched)
     x, y = torch.randn(3, 1, 28, 28), torch.randint(0, 10, (3,))
     for seed in range(6):
         torch.manual_seed(seed)
@@ -45,7 +45,7 @@ def test_without_train_steps_the_objective_is_unchanged():
     assert pipeline.step_schedules([1.0, 2.0], d) is None
     x, y = torch.randn(3, 1, 28, 28), torch.randint(0, 10, (3,))
     rng = torch.get_rng_state()
-    loss, _ = objectives.distill(teacher, c, d)(student, x, y, 0)
+    loss, _ = pipeline.distill(teacher, c, d)(student, x, y, 0)
     assert torch.equal(rng, torch.get_rng_state())  # draws nothing: the default runs' RNG streams are untouched
     want = trajectory_mse(student.forward_trajectory(x)["states"], hidden_states(teacher, x), c)
     assert torch.equal(loss, want)
@@ -54,24 +54,24 @@ def test_without_train_steps_the_objective_is_unchanged():
 def test_train_steps_below_the_teacher_depth_is_one_clear_error(tmp_path):
     import yaml
     p = tiny_params()
-    p["study"]["cells"]["steps"] = {"train_steps": [1, 4]}  # the tiny teacher has depth 2
+    p["studies"]["v2_10k"]["cells"]["steps"] = {"train_steps": [1, 4]}  # the tiny teacher has depth 2
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(p))
-    with pytest.raises(config.ConfigError, match="study.cells.steps.train_steps"):
-        config.check_stage("cell", str(tmp_path / "params.yaml"))
+    with pytest.raises(config.ConfigError, match=r"studies\.v2_10k\.cells\.steps\.train_steps"):
+        config.check_stage("01_data", str(tmp_path / "params.yaml"))
 
 
 def test_a_cells_num_steps_below_the_teacher_depth_is_refused_where_the_config_is_checked(tmp_path):
-    """`config.check_steps` checks every distill config the stage reads, a cell's num_steps as the block's (before:
-    a cell's was first refused by the schedule, once the cell ran)."""
+    """`config.check_steps` checks every distill config the first stage reads, a plan cell's num_steps as the block's
+    (before: a cell's was first refused by the schedule, once the cell ran)."""
     import yaml
     p = tiny_params()
-    p["study"]["cells"]["short"] = {"num_steps": 1}  # the tiny teacher has depth 2
+    p["studies"]["v2_10k"]["cells"]["short"] = {"num_steps": 1}  # the tiny teacher has depth 2
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(p))
-    with pytest.raises(config.ConfigError, match=r"study.cells.short.num_steps = 1 is fewer than the 2 teacher"):
-        config.check_stage("cell", str(tmp_path / "params.yaml"))
-    p["study"]["cells"]["short"] = {"num_steps": 2}
+    with pytest.raises(config.ConfigError, match=r"studies.v2_10k.cells.short.num_steps = 1 is fewer than the 2 teacher"):
+        config.check_stage("01_data", str(tmp_path / "params.yaml"))
+    p["studies"]["v2_10k"]["cells"]["short"] = {"num_steps": 2}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(p))
-    config.check_stage("cell", str(tmp_path / "params.yaml"))  # N = depth: allowed
+    config.check_stage("01_data", str(tmp_path / "params.yaml"))  # N = depth: allowed
 
 
 def test_a_student_fit_with_train_steps_needs_the_teachers_distances():

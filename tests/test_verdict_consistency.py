@@ -1,9 +1,8 @@
 """No notebook, doc or README line gives a verdict that the verdict file contradicts (issue 55).
 
-The verdict files, and the row id each is keyed by:
+The verdict file, and the row id it is keyed by (plan 1's is retired, docs/history.md):
 
-  plan 1     results/evidence/claims.csv  (python -m odevit.repro.verdicts)   id = `question`, within a `study`
-  plan v2    results/v2/claims.csv        (python -m odevit.repro.verdicts2)  id = `question`, within a `study`
+  plan v2    results/v2/claims.csv        (python -m odevit.repro.verdicts)   id = `question`, within a `study`
 
 What is scanned: README.md, every docs/*.md, and every outputs/*.ipynb — its markdown cells and its outputs
 (text/markdown, text/html tables, stream text; a text/plain rendering is read only where the output has no
@@ -30,7 +29,7 @@ Which verdict file a statement is judged against: a line that names a study of p
 scope fails ("unscoped"): a new page that states verdicts must say which file they come from. `SKIPPED` lists the
 sections that state verdicts of something else, with the reason. An id that is no row of its verdict file fails too.
 The README's findings name plan-v2 rows in words, not ids: they are generated from results/v2/claims.csv
-(odevit.repro.v2_pages) and tests/test_readme.py fails when they are stale; every v2 row with its id is on docs/v2.md.
+(odevit.repro.pages) and `python -m odevit.repro.pages --check` fails when they are stale; every v2 row with its id is on docs/v2.md.
 
   (d) The README's v2 table also has a "plan 1" column: for each v2 row, the verdict of the plan-1 row that
       docs/v2_vs_plan1.yaml says it revisits (plan 1's confirmatory row of that study and question; "–" where the
@@ -56,25 +55,16 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 # verdict file: (path, id column, study column or None)
-SOURCES = {"plan1": ("results/evidence/claims.csv", "question", "study"),
-           "v2": ("results/v2/claims.csv", "question", "study")}
+SOURCES = {"v2": ("results/v2/claims.csv", "question", "study")}  # plan 1's is retired (docs/history.md)
 # (file glob, heading the section starts with; "" = the whole file) -> verdict file
 SCOPES: List[Tuple[str, str, str]] = [
     ("README.md", "## What we found", "v2"),  # generated from results/v2/claims.csv (names rows in words, no ids)
     ("README.md", "### Plan v2", "v2"),
-    ("README.md", "### Plan 1", "plan1"),
     ("docs/v2.md", "", "v2"),           # every plan-v2 row
-    ("outputs/0[89]_v2_*.ipynb", "", "v2"),
-    ("outputs/1[0-9]_v2_*.ipynb", "", "v2"),
-    ("docs/plan1.md", "", "plan1"),
+    ("outputs/0[2-57]_*.ipynb", "", "v2"),  # the notebooks that show the plan's rows (02-05, 07)
 ]
 # sections that state the verdicts of something other than a verdict file: (file glob, heading) -> why
-SKIPPED: Dict[Tuple[str, str], str] = {
-    ("docs/exploratory.md", "## The converged study"):
-        "the converged study's own claims table (report.claims on docs/evidence/converged_fmnist), no verdict file",
-    ("docs/exploratory.md", "## Verdicts another CPU could flip"):
-        "what each rule would decide on this machine and the emulated one: hypothetical verdicts, by design",
-}
+SKIPPED: Dict[Tuple[str, str], str] = {}
 VERDICT_WORDS = sorted(["supports", "contradicts", "inconclusive", "not converged", "not measured", "not a claim",
                         "fact", "holds, vacuous", "holds", "incomplete", "mixed machines", "mixed teachers",
                         "unfair"], key=len, reverse=True)
@@ -328,29 +318,11 @@ def plan1_column(text: str, mapping: Dict[str, Optional[dict]], plan1: pd.DataFr
     return errors, checked
 
 
-def test_the_readme_plan1_column_is_plan1s_verdict_of_the_row_each_v2_row_revisits():
-    """docs/v2.md's table of every v2 row (the README links it for the row-by-row comparison with plan 1)."""
-    import yaml
-
-    mapping = yaml.safe_load((ROOT / "docs/v2_vs_plan1.yaml").read_text())
-    plan1 = pd.read_csv(ROOT / SOURCES["plan1"][0], keep_default_na=False)
-    readme = (ROOT / "docs/v2.md").read_text()
-    errors, checked = plan1_column(readme, mapping, plan1)
-    assert not errors, "\n".join(errors)
-    assert checked == sum(1 for m in mapping.values() if m), checked  # every v2 row that revisits one
-    # flips: a plan-1 verdict changed in the file (as a new run would) makes the README's column wrong
-    row = (plan1.study == "ablations_3k") & (plan1.question == "centernorm_minus_layernorm")
-    assert plan1.loc[row, "verdict"].tolist() == ["contradicts"]
-    flipped = plan1.assign(verdict=plan1.verdict.where(~row, "supports"))
-    errors, _ = plan1_column(readme, mapping, flipped)
-    assert len(errors) == 1 and "centernorm_minus_layernorm" in errors[0], errors
-
-
 def test_no_readme_doc_or_notebook_line_gives_a_verdict_its_verdict_file_contradicts():
     errors, counts = scan()
     assert not errors, "\n".join(errors)
     # the matcher reads what it should: every generated verdict table is found (a broken matcher passes nothing)
-    floors = {"docs/v2.md": 22, "docs/plan1.md": 35}
+    floors = {"docs/v2.md": 22}
     assert {k: counts.get(k, 0) for k in floors} == {k: max(counts.get(k, 0), v) for k, v in floors.items()}, counts
 
 
@@ -397,7 +369,7 @@ def _nb(verdict_html: str, verdict_md: str, verdict_print: str) -> dict:
 
 def test_the_matcher_flips_on_a_synthetic_page(tmp_path):
     """The right page passes; each line given a wrong verdict fails, one message each, naming the line."""
-    assert _synthetic(tmp_path, PAGE, {"10_v2_x.ipynb": _nb("not converged", "not converged", "not converged")}) == []
+    assert _synthetic(tmp_path, PAGE, {"03_x.ipynb": _nb("not converged", "not converged", "not converged")}) == []
     wrong = {"*not converged* (ref 1/6": "*supports* (ref 1/6",                # v2 table, emphasised cell
              "-3.06 pt: **not converged**": "-3.06 pt: **supports**",           # plan 1 line, its study named
              "+2.05 pt: **supports**": "+2.05 pt: **contradicts**"}             # the other study's row
@@ -411,8 +383,8 @@ def test_the_matcher_flips_on_a_synthetic_page(tmp_path):
     for k, args in enumerate([("contradicts", "not converged", "not converged"),
                               ("not converged", "inconclusive at this budget", "not converged"),
                               ("not converged", "not converged", "supports")]):
-        errors = _synthetic(tmp_path, PAGE, {"10_v2_x.ipynb": _nb(*args)})
-        assert len(errors) == 1 and "outputs/10_v2_x.ipynb" in errors[0], (args, errors)
+        errors = _synthetic(tmp_path, PAGE, {"03_x.ipynb": _nb(*args)})
+        assert len(errors) == 1 and "outputs/03_x.ipynb" in errors[0], (args, errors)
     # a summary's items end at a semicolon: an item without an id does not lend its verdict to the item before
     item = "\n### Plan v2 summary\n\nfree (`q_v2`) -1 pt: **not converged**; published +2 pt: **not a claim**.\n"
     assert _synthetic(tmp_path, PAGE + item) == []

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Independent recomputation of results/v2/claims.csv from the raw run files.
 
-Every rule is taken from the text of plan_v2.yaml (plus the README's "Reading the table" key and docs/v2.md for how
+Every rule is taken from the text of the plan (params.yaml; plan_v2.yaml when this was written) (plus the README's "Reading the table" key and docs/v2.md for how
 verdicts are worded). Nothing under <repo>/odevit is imported or read. claims.csv is read only to align rows by
 question id and to compare.
 
@@ -116,7 +116,7 @@ def fnum(x):
 
 
 def main(repo):
-    with open(os.path.join(repo, "plan_v2.yaml")) as f:
+    with open(os.path.join(repo, "params.yaml")) as f:
         plan = yaml.safe_load(f)
     rules = plan["rules"]
     alpha = rules["alpha"]

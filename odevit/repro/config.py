@@ -77,6 +77,8 @@ class Teacher(Optim):
     depth: Optional[int] = 6
     num_heads: Optional[int] = 4
     mlp_ratio: Optional[float] = 4.0
+    epochs: int = 40  # the plan's teacher recipe (params.yaml teacher: 40 epochs with augmentation)
+    augment: bool = True
 
 
 TEACHER_SHAPE = ("patch_size", "embed_dim", "depth", "num_heads", "mlp_ratio")
@@ -294,7 +296,7 @@ STAGE_BLOCKS = {
     "01_data": ["base", "teacher", "distill", "dynamics"],  # notebooks 01_data: checks every block and the plan
     "02_teacher": ["base", "teacher", "distill"],  # notebooks 02_teacher (distill.distance_batches, distance_tokens)
     "06_dynamics": RUN + ["dynamics"],  # notebooks 06_dynamics
-    "cell": RUN,  # the trainer (odevit.repro.fast: notebooks 02-05), odevit.repro.publish
+    "cell": RUN,  # the trainer (odevit.repro.fast: notebooks 02-05), odevit.repro.weights
 }
 
 

@@ -218,7 +218,7 @@ def augment(x: torch.Tensor, generator: torch.Generator, pad: int = 2, flip: boo
 class Loader:
     """Batches of (float images, labels) from a Split; reshuffled every epoch from `seed + epoch`.
 
-    Under torchrun (`rank`, `world` from `distributed.rank_world()` unless given) every process walks the same
+    Under torchrun (`rank`, `world` from `runtime.rank_world()` unless given) every process walks the same
     global batches and keeps its 1/world slice of each: `batch_size` is the global batch."""
 
     def __init__(
@@ -226,7 +226,7 @@ class Loader:
         seed: int = 0, augment: bool = False, num_workers: int = 0, limit: Optional[int] = None,
         rank: Optional[int] = None, world: Optional[int] = None,
     ):
-        from .distributed import rank_world
+        from .runtime import rank_world
 
         self.split, self.batch_size, self.transform = split, batch_size, transform
         self.shuffle, self.drop_last, self.seed, self.aug = shuffle, drop_last, seed, augment

@@ -1,4 +1,4 @@
-"""The fast path: K seeds of one cell trained as one stacked model, every step on the device (issue 54).
+"""The one trainer of the notebooks: K seeds of a cell trained as one stacked model, every step on the device.
 
 What `train.fit_many` computes, without its per-step host work: the K models' parameters live stacked (K, ...) as
 the optimiser's leaves (one AdamW over them is K AdamWs: it is elementwise); the training images, labels and the
@@ -7,14 +7,17 @@ loader would serve (`data.Loader.indices`: the same batches, in the same order);
 stacked gradients; the finiteness check is read once an epoch, not once a step; on CUDA the whole step (batch
 gather, vmapped objective, backward, clipping, AdamW) is captured once as a CUDA graph and replayed. Evaluation
 scores the K models at once (vmap) on large batches. On the CPU the same code runs eagerly: it equals the plain path
-to floating-point rounding (tests/test_fast.py).
+to floating-point rounding (tests/test_fast.py). Below the trainer: the plan driver (`run_plan`: the notebooks'
+cells, each reused by its run key or trained, resumable) and its benchmark (`--bench`).
 """
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import math
 import os
+import statistics
 import sys
 import time
 from dataclasses import dataclass, field
@@ -22,8 +25,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
+import pandas as pd
 import torch.nn.functional as F
 
+from .pipeline import CKPTS, KEPT_TEACHER, RESULTS, WEAK, Cell, Plan, cell_of, tau_by_rule, teacher_weights
 from .train import OneOfMany, load_checkpoint, save_atomic
 
 Objective = Callable[..., Tuple[torch.Tensor, Dict[str, torch.Tensor]]]
@@ -472,24 +477,12 @@ def load_resume(group: Group, path: str, aug: Optional[Sequence[torch.Generator]
     return True
 
 
-
 # ---------------------------------------------------------------------------------------------------------------------
 # The plan driver: `run_plan` (the notebooks' stages call it for their studies and cells; `python -m odevit.repro.fast`
 # for all of them) makes every run of the plan in params.yaml (its teacher seeds, then each study's cells), each cell's
 # seeds as one group, resumable from the group's last.pt, reusing a cell whose committed runs match its run key.
 
-RESULTS, CKPTS = "results/v2", "checkpoints/v2"
 UNSEEN, INSIDE, BELOW = (4, 5, 7, 9, 10), (7, 9, 10), (4, 5)
-KEPT_TEACHER = "weights/v2_teacher/best.pt"  # the selected v2 teacher's best.pt, in git (selected.json: its sha256)
-WEAK = f"{RESULTS}/teacher_weak"  # the weak teacher (params.yaml teacher.weak): selected.json, distances.csv
-
-
-def tau_by_rule(distances: Sequence[float], ratio: float) -> float:
-    """Plan v2's tau: ratio x the span of the teacher's distances (the paper's 30 / 49)."""
-    span = max(distances) - min(distances)
-    if span <= 0:
-        raise ValueError(f"tau rule: the teacher's distances {list(distances)} have no span")
-    return ratio * span
 
 
 def floor_slope(val_acc: Sequence[float], floor_frac: float, val_images: int, se_multiple: float = 1.0
@@ -522,28 +515,6 @@ def _provenance(t0: float, device: torch.device, history: Sequence[Dict[str, flo
             "process_started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0)),
             "process_wall_s": round(time.time() - t0, 1), "process_cpu_s": round(time.process_time(), 1),
             "load_avg_1m_at_end": round(os.getloadavg()[0], 2), "resumed_from_last_pt": resumed}
-
-
-class Plan:
-    """Plan v2 as the driver needs it: configs per study and cell, seeds, budgets, the teacher recipe, hashes."""
-
-    def __init__(self, path: str = "params.yaml"):
-        from . import config
-        from . import plan as plan_mod
-
-        self.path, self.plan = path, plan_mod.load(path)
-        cfg = config.check_stage("cell", path)
-        r = self.plan["rules"]
-        self.base = config.merged(cfg["base"], precision=r["precision"])
-        self.teacher_cfg = config.merged(cfg["teacher"], **{k: v for k, v in self.plan["teacher"].items()
-                                                              if k in plan_mod.TEACHER_KEYS})
-        self.distill = cfg["distill"]
-        self.optim = dict(floor=float(r["schedule"]["lr_floor"]), floor_frac=float(r["schedule"]["floor_frac"]))
-
-    def hash(self, study: Optional[str]) -> str:
-        from .plan import study_hash
-
-        return study_hash(self.plan, study)
 
 
 def _loaders(base: Any, limit: int, seeds: Sequence[int]) -> Tuple[List[Any], Any, Any]:
@@ -590,7 +561,7 @@ def train_teachers(p: Plan, device: torch.device, graphs: bool, deadline: Option
     best validation epoch); the teacher selected on validation, its distances and tau: results/v2/teacher/."""
     import dataclasses
 
-    from . import objectives, pipeline, train
+    from . import pipeline, train
     from ..hub import sha256
 
     t0 = time.time()
@@ -613,7 +584,7 @@ def train_teachers(p: Plan, device: torch.device, graphs: bool, deadline: Option
         resume = f"{CKPTS}/teacher/last.pt"
         load_resume(g, resume, aug)
         trd, vad = Data.of(in_order(loaders[0]), device), Data.of(va, device)
-        obj = objectives.cross_entropy(tc.label_smoothing)
+        obj = pipeline.cross_entropy(tc.label_smoothing)
         ok = fit(g, lambda key: obj, loaders, trd, vad, ckpts, device, lambda e, b: 0,
                  aug=aug if tc.augment else None, graphs=graphs, label="teacher", deadline=deadline, resume=resume)
         if not ok:
@@ -665,75 +636,9 @@ def select_teacher(p: Plan, device: torch.device) -> bool:
     return True
 
 
-@dataclass
-class Cell:
-    """One plan cell as the trainer builds it: its distill config (the study's budget and the cell's overrides, tau by
-    the rule from its teacher's distances), whether it is the free ODE, and its teacher (committed files only)."""
-    distill: Any
-    free: bool
-    teacher: str  # 'strong' (the plan's teacher) | 'weak' (plan 1's 3-epoch teacher); free cells too ('strong')
-    checkpoint: str  # the teacher's checkpoint folder (its best.pt: `_teacher_weights`)
-    distances: List[float]
-    sha256: str
-
-
-def cell_of(p: Plan, study: str, cell: str) -> Cell:
-    """The cell's configuration, read from the plan and the committed teacher files; nothing is built or trained."""
-    import json
-
-    import pandas as pd
-
-    from . import config
-
-    s = p.plan["studies"][study]
-    ov = dict(s["cells"][cell] or {})
-    free = bool(ov.pop("free", False))
-    which = ov.pop("teacher", "strong")
-    preset = ov.pop("preset", None)  # a preset file's switches (presets/published_code.yaml), its curriculum rescaled
-    if preset is not None:
-        ov = {**config.preset_overrides(preset, s["budget"]["epochs"]), **ov}
-    folder = WEAK if which == "weak" else f"{RESULTS}/teacher"
-    sel = json.load(open(f"{folder}/selected.json"))
-    dist = pd.read_csv(f"{folder}/distances.csv")["distance"].tolist()
-    ck = "checkpoints/v2/teacher_weak" if which == "weak" else f"{CKPTS}/teacher/s{sel['seed']}"
-    d = config.merged(p.distill, epochs=s["budget"]["epochs"], patience=0,
-                      tau=tau_by_rule(dist, float(p.plan["rules"]["tau_rule"]["ratio"])), **ov)
-    return Cell(d, free, which, ck, dist, sel["sha256"])
-
-
-def _teacher_weights(which: str, ck: str) -> None:
-    """Put the teacher's best.pt into `ck` where this machine lacks it (a fresh clone), from the bytes kept in git:
-    the v2 teacher's best.pt (weights/v2_teacher/best.pt, its sha256 in selected.json), the weak teacher's tensors
-    (a safetensors file, its sha256 in teacher_weak/selected.json). Refused, writing nothing, on other bytes."""
-    import json
-
-    from ..hub import sha256
-
-    if os.path.exists(f"{ck}/best.pt"):
-        return
-    if which == "weak":
-        from safetensors.torch import load_file
-
-        sel = json.load(open(f"{WEAK}/selected.json"))
-        if sha256(sel["weights"]) != sel["weights_sha256"]:
-            raise FileNotFoundError(f"{sel['weights']}: not the weak teacher's weights (sha256 "
-                                    f"{sel['weights_sha256'][:12]} expected)")
-        save_atomic({"model": load_file(sel["weights"]), "epoch": None, "val_acc1": None}, f"{ck}/best.pt")
-        return
-    sel = json.load(open(f"{RESULTS}/teacher/selected.json"))
-    if not os.path.exists(KEPT_TEACHER) or sha256(KEPT_TEACHER) != sel["sha256"]:
-        raise FileNotFoundError(f"{ck}/best.pt is missing and {KEPT_TEACHER} is not the selected teacher "
-                                f"(sha256 {sel['sha256'][:12]}): its students cannot be trained")
-    import shutil
-
-    os.makedirs(ck, exist_ok=True)
-    shutil.copyfile(KEPT_TEACHER, f"{ck}/best.pt.tmp")
-    os.replace(f"{ck}/best.pt.tmp", f"{ck}/best.pt")
-
-
 def train_cell(p: Plan, study: str, cell: str, device: torch.device, graphs: bool, deadline: Optional[float],
                data_cache: Dict[Any, Any], into: Optional[str] = None, only_seeds: Optional[Sequence[int]] = None,
-               max_epochs: Optional[int] = None) -> bool:
+               max_epochs: Optional[int] = None, dry: bool = False) -> bool:
     """One cell's seeds of a plan-v2 study as one group; metrics.json per seed with the step-count accuracies on all
     test images. Returns False if the deadline came first (the group resumes from its last.pt).
     `into` (a folder other than results/v2) reruns committed runs elsewhere, e.g. to measure a machine shift;
@@ -741,7 +646,7 @@ def train_cell(p: Plan, study: str, cell: str, device: torch.device, graphs: boo
     `max_epochs`: stop after that many epochs of this call (last.pt written; odevit.repro.slice)."""
     import dataclasses
 
-    from . import config, objectives, pipeline, train
+    from . import config, pipeline, train
     from ..schedule import checkpoint_indices
     from .pipeline import build_cell, load_teacher
 
@@ -764,7 +669,11 @@ def train_cell(p: Plan, study: str, cell: str, device: torch.device, graphs: boo
                   distill=dataclasses.asdict(d), optim=dataclasses.asdict(cfg))
     if reusable(f"{root}/{study}/{cell}", outs, key, f"{study} {cell}"):
         return True
-    _teacher_weights(which, tck)
+    if dry:
+        print(f"{study} {cell}: would train {len(seeds)} runs (seeds {seeds}, {s['budget']['epochs']} epochs, "
+              f"{s['budget']['train_limit'] or 'all'} training images)", flush=True)
+        return True
+    teacher_weights(which, tck)
     limit = s["budget"]["train_limit"]
     loaders, va, te = _loaders(p.base, limit, seeds)
     models, teacher = [], None
@@ -775,23 +684,23 @@ def train_cell(p: Plan, study: str, cell: str, device: torch.device, graphs: boo
         teacher = t if teacher is None else teacher
         models.append(build_cell(t, d, free))
     train.set_precision(p.base.precision)
-    key = ("data", limit)
-    if key not in data_cache:
-        data_cache[key] = (Data.of(in_order(loaders[0]), device), Data.of(va, device), Data.of(te, device))
-    trd, vad, ted = data_cache[key]
+    dkey = ("data", limit)
+    if dkey not in data_cache:
+        data_cache[dkey] = (Data.of(in_order(loaders[0]), device), Data.of(va, device), Data.of(te, device))
+    trd, vad, ted = data_cache[dkey]
     ckpt_of = lambda n: checkpoint_indices(dist, n, d.tau, d.schedule, d.schedule_points)  # noqa: E731
     if free:
-        obj = objectives.ode_scratch(d)
+        obj = pipeline.ode_scratch(d)
         objective = lambda n: obj  # noqa: E731
     else:
         ckey = ("cache", which, limit)
         if ckey not in data_cache:
-            data_cache[ckey] = objectives.teacher_cls_cache(teacher, in_order(loaders[0]), device).to(device)
+            data_cache[ckey] = pipeline.teacher_cls_cache(teacher, in_order(loaders[0]), device).to(device)
         objs: Dict[int, Objective] = {}
 
         def objective(n: int) -> Objective:
             if n not in objs:
-                objs[n] = objectives.distill(teacher, ckpt_of(n), d, cache=data_cache[ckey],
+                objs[n] = pipeline.distill(teacher, ckpt_of(n), d, cache=data_cache[ckey],
                                              num_steps=None if n == d.num_steps else n)
             return objs[n]
     choices = sorted(d.train_steps) or [d.num_steps]
@@ -838,7 +747,7 @@ def train_cell(p: Plan, study: str, cell: str, device: torch.device, graphs: boo
                  plan_hash=p.hash(study), precision=p.base.precision, trained_together=seeds,
                  provenance=_provenance(t0, device, hist, resumed), run_key=g.key, resumed_key=g.resumed_key)
         _write_run(outs[k], m, hist)
-    write_json({k: key[k] for k in ("config", "parts")}, f"{root}/{study}/{cell}/key.json")
+    pipeline.write_json({k: g.key[k] for k in ("config", "parts")}, f"{root}/{study}/{cell}/key.json")
     return True
 
 
@@ -879,8 +788,9 @@ def notebook_cells(path: str, group: str) -> List[str]:
 def run_plan(path: str = "params.yaml", device_name: str = "auto", graphs: bool = True,
              deadline_s: Optional[float] = None, studies: Optional[Sequence[str]] = None,
              cells: Optional[Sequence[str]] = None, shard: Tuple[int, int] = (0, 1), teacher_only: bool = False,
-             into: Optional[str] = None, only_seeds: Optional[Sequence[int]] = None) -> bool:
-    """Every run of the plan, in order: the teacher seeds, then each study's cells (`shard` (i, n): only the cell
+             into: Optional[str] = None, only_seeds: Optional[Sequence[int]] = None, dry: bool = False) -> bool:
+    """Every run of the plan, in order: the teacher seeds, then each study's cells (`dry`: only say which would train;
+    `shard` (i, n): only the cell
     groups whose index in that order is i modulo n, for n processes sharing one GPU; the teacher must be done first:
     `teacher_only`). True when all its runs are done."""
     t0 = time.time()
@@ -894,7 +804,10 @@ def run_plan(path: str = "params.yaml", device_name: str = "auto", graphs: bool 
           flush=True)
     if n > 1 and not os.path.exists(f"{RESULTS}/teacher/selected.json"):
         raise FileNotFoundError(f"{RESULTS}/teacher/selected.json: shards need the teacher first (--teacher-only)")
-    if not train_teachers(p, device, graphs, deadline):
+    if dry:
+        done = all(os.path.exists(f"{RESULTS}/teacher/s{x}/metrics.json") for x in p.plan["teacher"]["seeds"])
+        print("teacher: " + ("reused (committed runs)" if done else "would train its seeds"), flush=True)
+    elif not train_teachers(p, device, graphs, deadline):
         print("deadline: stopped during the teacher (resumes from its last.pt)", flush=True)
         return False
     if teacher_only:
@@ -904,17 +817,196 @@ def run_plan(path: str = "params.yaml", device_name: str = "auto", graphs: bool 
               for cell in s["cells"] if not cells or cell in cells]
     for j, (study, cell) in enumerate(groups):
         if j % n == i:
-            if not train_cell(p, study, cell, device, graphs, deadline, cache, into, only_seeds):
+            if not train_cell(p, study, cell, device, graphs, deadline, cache, into, only_seeds, dry=dry):
                 print(f"deadline: stopped in {study} {cell} (resumes from its last.pt)", flush=True)
                 return False
-    print(f"plan {path}: every run done ({time.time() - t0:.0f} s)", flush=True)
+    print(f"plan {path}: " + ("dry run, nothing trained" if dry else f"every run done ({time.time() - t0:.0f} s)"),
+          flush=True)
     return True
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The benchmark: the fast path's speed, measured side by side with the plain loop (`python -m odevit.repro.fast --bench
+# cpu`), on the GPU from the runs' own histories (`--bench gpu-record`), one step at K seeds (`--bench profile`).
+
+OUT = "results/bench"
+
+
+def bench_gpu_record(results: str = "results/v2") -> pd.DataFrame:
+    """Per cell group of the committed v2 runs made on a GPU: where it ran, K seeds, images/s of its training loop (median over its
+    epochs, all K counted), its loop and evaluation seconds."""
+    rows = []
+    for d in [os.path.join(results, "teacher")] + sorted(glob.glob(os.path.join(results, "v2_*", "*"))):
+        runs = sorted(glob.glob(os.path.join(d, "s*", "metrics.json")))
+        if not runs:
+            continue
+        m = json.load(open(runs[0]))
+        h = pd.read_csv(runs[0].replace("metrics.json", "history.csv"))
+        K = len(runs)
+        imgs = float(h.img_per_s.median())
+        if m["provenance"]["device"].startswith("CPU"):  # the GPU's groups only (the CPU's: --bench cpu)
+            continue
+        rows.append(dict(group=os.path.relpath(d, results), device=m["provenance"]["device"],
+                         torch=m["provenance"]["torch"], K=K, epochs=len(h), train_images=m.get("train_images"),
+                         img_per_s=round(imgs), loop_s=round(float(h.epoch_time_s.sum()) * K, 1),
+                         eval_s=round(float(h.eval_time_s.sum()) * K, 1)))
+    return pd.DataFrame(rows)
+
+
+def bench_cpu(steps: int = 12, K: int = 2, repeats: int = 2) -> dict:
+    """Seconds of one epoch of `steps` batches (batch 128) of the default distilled cell (teacher's CLS states
+    cached) for K seeds, plain path (train.fit_many) vs fast path (fit, eager), alternating `repeats` times."""
+    import dataclasses
+
+    import torch
+
+    from . import config, pipeline, train
+
+    cfg = config.check_stage("cell")
+    b0, d = dataclasses.replace(cfg["base"], precision="fp32", val_size=5000), cfg["distill"]
+    c = cell_of(Plan(), "v2_10k", "ref")  # the plan's teacher and its distances (committed files)
+    teacher_weights(c.teacher, c.checkpoint)
+    n = steps * b0.batch_size
+    cpu = torch.device("cpu")
+    ck = pipeline.schedule(c.distances, d)
+    loaders, _, _ = _loaders(b0, n, list(range(K)))
+    _, va, _ = pipeline.data_loaders(b0, train_limit=n)
+    va_small = va.__class__(va.split, 512, va.transform, limit=512)
+
+    def models():
+        ms, rngs, t = [], [], None
+        for s in range(K):
+            b = dataclasses.replace(b0, seed=s)
+            pipeline.setup(b)
+            t = pipeline.load_teacher(b, cfg["teacher"], cpu, c.checkpoint)
+            ms.append(pipeline.build_cell(t, d, False))
+            rngs.append(train._rng_state())
+        return ms, rngs, t
+
+    times = {"plain": [], "fast": []}
+    for _ in range(repeats):
+        ms, rngs, t = models()
+        cache = pipeline.teacher_cls_cache(t, in_order(loaders[0], 512), cpu)
+        obj = pipeline.distill(t, ck, d, cache=cache)
+        tc = train.TrainConfig(epochs=1, lr=d.lr, weight_decay=d.weight_decay, warmup=d.warmup, clip=d.clip,
+                               device="cpu")
+        hs = train.fit_many(ms, loaders, [va_small] * K, obj, tc, [None] * K, run_ids=["b"] * K, rngs=rngs)
+        times["plain"].append(hs[0][0]["epoch_time_s"] * K)
+        ms, _, t = models()
+        g = new_group(ms, Optim(d.lr, d.weight_decay, d.warmup, d.clip, 1), len(loaders[0]), cpu)
+        trd = Data.of(in_order(loaders[0], 512), cpu)
+        fit(g, lambda key: obj, loaders, trd, Data.of(va_small, cpu), [None] * K, cpu, lambda e, b: 0,
+                 graphs=False)
+        times["fast"].append(g.histories[0][0]["epoch_time_s"] * K)
+    from .machine import cpu_model
+
+    return {"machine": cpu_model(), "threads": torch.get_num_threads(), "torch": torch.__version__, "K": K,
+            "steps": steps, "batch": b0.batch_size, "plain_s": times["plain"], "fast_s": times["fast"],
+            "ratio_fast_over_plain": statistics.median(times["fast"]) / statistics.median(times["plain"]),
+            "date": time.strftime("%Y-%m-%d")}
+
+
+def bench_profile(Ks: Sequence[int] = (8, 16, 32), steps: int = 5, device_name: str = "auto") -> pd.DataFrame:
+    """One fast-path step of the default distilled cell at K seeds (batch 128 each), on this machine's device: the
+    median step time over `steps` steps after warm-up (on CUDA: replayed graphs), images/s, and under
+    torch.profiler the kernel launches (CUDA) or operator calls (CPU) of one step."""
+    import dataclasses
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from . import config, pipeline, train
+
+    cfg = config.check_stage("cell")
+    b0, d = dataclasses.replace(cfg["base"], precision="fp32"), cfg["distill"]
+    dev = _device_setup("fp32", device_name)
+    c = cell_of(Plan(), "v2_10k", "ref")
+    teacher_weights(c.teacher, c.checkpoint)
+    ck = pipeline.schedule(c.distances, d)
+    rows = []
+    for K in Ks:
+        n = (steps + 4) * b0.batch_size
+        loaders, _, _ = _loaders(b0, n, list(range(K)))
+        ms, t = [], None
+        for s in range(K):
+            b = dataclasses.replace(b0, seed=s)
+            pipeline.setup(b)
+            t = pipeline.load_teacher(b, cfg["teacher"], dev, c.checkpoint)
+            ms.append(pipeline.build_cell(t, d, False))
+        full = in_order(loaders[0], 512)
+        cache = pipeline.teacher_cls_cache(t, full, dev).to(dev)
+        obj = pipeline.distill(t, ck, d, cache=cache)
+        g = new_group(ms, Optim(d.lr, d.weight_decay, d.warmup, d.clip, 1), len(loaders[0]), dev)
+        trd = Data.of(full, dev)
+        st = Stepper(g, lambda key: obj, dev, graphs=True)
+        plans = [l.indices(0) for l in loaders]
+        times = []
+        for i in range(steps + 4):
+            idx = torch.stack([p[i][0] for p in plans]).to(dev)
+            sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+            sync()
+            t0 = time.perf_counter()
+            if i == steps + 3:  # the last step under the profiler
+                acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
+                with profile(activities=acts) as prof:
+                    st.step(0, trd.x[idx], trd.y[idx], idx, 0, d.lr)
+                    sync()
+                ev = prof.key_averages()
+                launches = sum(e.count for e in ev if e.key in ("cudaLaunchKernel", "cudaGraphLaunch",
+                                                                "cuLaunchKernel"))
+                ops = sum(e.count for e in ev if e.key.startswith("aten::"))
+            else:
+                st.step(0, trd.x[idx], trd.y[idx], idx, 0, d.lr)
+                sync()
+                if i >= 4:  # after the warm-up (and, on CUDA, the capture)
+                    times.append(time.perf_counter() - t0)
+        ms_step = 1000 * statistics.median(times)
+        rows.append(dict(device=device_kind(dev), K=K, batch=b0.batch_size, step_ms=round(ms_step, 2),
+                         img_per_s=round(K * b0.batch_size / ms_step * 1000), launches_in_step=launches,
+                         aten_ops_in_step=ops))
+        print(rows[-1], flush=True)
+    return pd.DataFrame(rows)
+
+
+def bench(what: str, Ks: Sequence[int] = (8, 16, 32)) -> int:
+    """`python -m odevit.repro.fast --bench WHAT`: write the benchmark's record under results/bench."""
+    os.makedirs(OUT, exist_ok=True)
+    if what == "gpu-record":
+        t = bench_gpu_record()
+        path = os.path.join(OUT, "fast_v2_gpu.md")
+        with open(path + ".tmp", "w") as f:
+            f.write("# The fast path on the GPU: plan v2's cell groups (from their own histories)\n\n"
+                    "`python -m odevit.repro.fast --bench gpu-record`. Each group = one cell's K seeds trained as one "
+                    "stacked model, each step a replayed CUDA graph, fp32 without TF32, batch 128 per seed; "
+                    "images/s = the training loop's, all K seeds counted (median over epochs).\n\n"
+                    + t.to_markdown(index=False) + "\n\n"
+                    f"Training images in all: {int((t.img_per_s * t.loop_s).sum()):,} (images/s x loop seconds); "
+                    f"training loops {t.loop_s.sum():.0f} s, evaluation {t.eval_s.sum():.0f} s.\n")
+        os.replace(path + ".tmp", path)
+        print(open(path).read())
+    elif what == "profile":
+        t = bench_profile(Ks)
+        kind = "gpu" if "CPU" not in t.device.iloc[0] else "cpu"
+        path = os.path.join(OUT, f"fast_profile_{kind}.md")
+        with open(path + ".tmp", "w") as f:
+            f.write(f"# One fast-path step of the default distilled cell at K seeds ({time.strftime('%Y-%m-%d')})\n\n"
+                    "`python -m odevit.repro.fast --bench profile`: median of the steps after warm-up (CUDA: replayed "
+                    "graphs); launches / aten ops counted under torch.profiler in one more step.\n\n"
+                    + t.to_markdown(index=False) + "\n")
+        os.replace(path + ".tmp", path)
+    else:
+        r = bench_cpu()
+        with open(os.path.join(OUT, "fast_cpu.json.tmp"), "w") as f:
+            json.dump(r, f, indent=2)
+        os.replace(os.path.join(OUT, "fast_cpu.json.tmp"), os.path.join(OUT, "fast_cpu.json"))
+        print(json.dumps(r, indent=2))
+    return 0
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     import argparse
 
-    ap = argparse.ArgumentParser(description="Make every run of a plan-v2 file (resumable), on the GPU if any")
+    ap = argparse.ArgumentParser(description="Make every run of the plan in params.yaml (resumable), on the GPU if any")
     ap.add_argument("plan", nargs="?", default="params.yaml")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--no-graphs", action="store_true", help="CUDA: run every step eagerly (no CUDA graphs)")
@@ -925,7 +1017,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--teacher-only", action="store_true", help="make the teacher seeds and stop (before shards)")
     ap.add_argument("--into", default=None, help="rerun into this folder instead of results/v2 (a machine shift)")
     ap.add_argument("--seeds", nargs="*", type=int, default=None, help="only these seeds of each study")
+    ap.add_argument("--bench", choices=["cpu", "gpu-record", "profile"], default=None,
+                    help="measure the fast path (results/bench) instead of training")
+    ap.add_argument("--K", type=int, nargs="*", default=[8, 16, 32], help="--bench profile: the seed counts")
+    ap.add_argument("--dry", action="store_true", help="say which cells would train (their runs missing or made under "
+                                                      "another configuration), train nothing")
     a = ap.parse_args(argv)
+    if a.bench:
+        return bench(a.bench, a.K)
     if a.into and os.path.normpath(a.into) == os.path.normpath(RESULTS):
         ap.error(f"--into {a.into}: that is the plan's own results folder; leave --into out")
     if a.seeds and not a.into:
@@ -937,7 +1036,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         ap.error(f"--shard {a.shard!r}: expected I/N, e.g. 0/3")
     try:
         done = run_plan(a.plan, a.device, not a.no_graphs, a.deadline, a.studies, a.cells, shard,
-                        a.teacher_only, a.into, a.seeds)
+                        a.teacher_only, a.into, a.seeds, a.dry)
     except ResumeError as e:  # one line naming the file, before that group trains
         print(e, file=sys.stderr)
         return 2

@@ -1,6 +1,6 @@
 """Atomic files of the results: JSON, CSV, text and figures, written whole or not at all, read with a clear error.
 
-Below both the training side (pipeline, the stages) and the narrating side (report, verdicts, evidence, readme): no
+Below both the training side (pipeline, the stages) and the narrating side (verdicts, figures, pages): no
 torch, no model, no training code, so reading or rewriting a result never imports the training loop."""
 from __future__ import annotations
 

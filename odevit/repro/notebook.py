@@ -1,13 +1,11 @@
 """Execute one numbered notebook as a pipeline stage: `python -m odevit.repro.notebook 06_dynamics` (what dvc.yaml runs).
 
-1. validate the params the stage reads (`config.check_stage`: one line, exit 2, before the kernel starts; the plan-v2
-   notebooks 03–05, 07 and 08 read no params.yaml block, only plan_v2.yaml, which they check as they load it);
+1. validate the params the stage reads (`config.check_stage`: one line, exit 2, before the kernel starts; the
+   notebooks that read the plan, 02–05 and 07, are checked as 01_data is: every block, the plan and its cells);
 2. papermill-execute `notebooks/STAGE.ipynb` into `outputs/STAGE.ipynb` from the repository root, injecting only
    the params.yaml blocks that notebook's parameters cell declares;
 3. strip the run's timestamps and durations from `outputs/STAGE.ipynb` (`stabilise`): a rerun that changes no
    result leaves the executed notebook byte-identical (run times live in the stages' timing.json files);
-
-`python -m odevit.repro.notebook --html` (the `html` stage) exports every executed notebook to `results/html/`.
 
 The console shows one line per stage and what the cells print (one line per epoch, real warnings); papermill's
 per-cell banners, its echo of every cell's value, its progress bar and the kernel's transport notice are left out.
@@ -19,7 +17,7 @@ import logging
 import os
 import sys
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict
 
 import yaml
 
@@ -28,7 +26,6 @@ from .files import write_text
 
 PLAN = ("02_teacher", "03_budget", "04_steps", "05_design", "07_verdicts")  # read the plan (params.yaml), no block
 NOTEBOOKS = tuple(sorted(("01_data", "06_dynamics") + PLAN))  # in reading order
-HTML = "results/html"  # the `html` stage's output: one page per executed notebook
 
 
 def _kernel_manager():
@@ -43,32 +40,6 @@ def _kernel_manager():
             return "ipc"
 
     return IPCKernelManager
-
-
-def _no_alt_text_notice(record) -> bool:
-    return "Alternative text is missing" not in record.getMessage()
-
-
-def export_html(out_dir: str = HTML, executed: str = "outputs", names: Optional[List[str]] = None) -> List[str]:
-    """HTML export (nbconvert, basic template: no 300 kB of CSS per file) of the executed notebooks in `executed/`
-    (NOTEBOOKS, or only `names`; FileNotFoundError naming a missing one). nbconvert's notice that inline figures carry no alt text is dropped: every
-    figure is also a PNG under results/, and the notice repeats once per notebook."""
-    from nbconvert import HTMLExporter
-
-    todo = list(NOTEBOOKS if names is None else names)
-    missing = [f"{executed}/{n}.ipynb" for n in todo if not os.path.isfile(f"{executed}/{n}.ipynb")]
-    if missing:
-        raise FileNotFoundError(f"no executed notebook {', '.join(missing)} (its stage makes it: dvc repro)")
-    os.makedirs(out_dir, exist_ok=True)
-    done = []
-    for name in todo:
-        nb = f"{executed}/{name}.ipynb"
-        exporter = HTMLExporter(template_name="basic")
-        exporter.log.addFilter(_no_alt_text_notice)  # a no-op when already there
-        body, _ = exporter.from_filename(nb)
-        write_text(body, os.path.join(out_dir, name + ".html"))
-        done.append(os.path.join(out_dir, name + ".html"))
-    return done
 
 
 RUN_KEYS = ("start_time", "end_time", "duration")  # papermill's per-notebook and per-cell clock readings
@@ -96,7 +67,7 @@ def stabilise(path: str) -> None:
     nbformat.write(strip_run_metadata(nb), path)
 
 
-TIMES = ".dvc/tmp/notebook_times.json"  # stage -> wall s of its last run (kernel start included): results/run.json
+TIMES = ".dvc/tmp/notebook_times.json"  # stage -> wall s of its last run (kernel start included); untracked
 
 
 def record_time(stage: str, seconds: float, path: str = TIMES) -> None:
@@ -143,18 +114,12 @@ def execute(stage: str, params_file: str = "params.yaml", out_dir: str = "output
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("stage", nargs="?", choices=NOTEBOOKS)
+    ap.add_argument("stage", choices=NOTEBOOKS)
     ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--html", action="store_true", help=f"export every executed notebook to {HTML}/ instead")
     args = ap.parse_args()
-    if args.html == (args.stage is not None):
-        ap.error("give a stage or --html")
     logging.getLogger("papermill").setLevel(logging.WARNING)  # its INFO lines are the per-cell banners
     try:
-        if args.html:
-            print(f"[html] {len(export_html())} notebooks -> {HTML}/", flush=True)
-        else:
-            execute(args.stage, args.params)
+        execute(args.stage, args.params)
     except (config.ConfigError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

@@ -1,29 +1,136 @@
-"""Glue the notebooks call: loaders from the base block, models from their blocks, the training of each stage.
+"""What a run is made of: the plan's cells as configs, the teacher's committed files, loaders, models, objectives.
 
-Everything a stage writes goes under results/<stage>/ (metrics.json, CSV series, PNG figures, tables; written whole
-or not at all by odevit.repro.files) and checkpoints/<stage>/ (best.pt, last.pt).
+Both trainers build from here: the notebooks' (odevit.repro.fast) and the plain loop (odevit.repro.train, also
+`torchrun -m odevit.repro.pipeline 02_teacher | 04_distill` at the bottom of this file, data-parallel).
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
+import json
+import math
+from dataclasses import dataclass
 import os
 import time
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import pandas as pd
 import timm
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
-from . import data, distributed, objectives, train
+from . import data, runtime, train
 from .files import read_json, save_figure, write_csv, write_json  # noqa: F401  (the stages call pipeline.write_json, ...)
 from .config import TEACHER_SHAPE, Base, ConfigError, Distill, Optim, Scratch, Teacher, resolve_teacher
-from ..losses import wider_than_cls
+from ..losses import TermInputs, active_terms, jasmin, weighted_sum, wider_than_cls
 from ..model import ODEViT
 from ..schedule import checkpoint_indices, layer_distances
-from ..teacher import create_teacher, hidden_states, student_from_teacher
+from ..teacher import create_teacher, hidden_states, last_attention, student_from_teacher
 
+
+
+# --- the objectives: (model, x, y, epoch) -> (loss, logged parts), one per kind of run in the paper ----------
+
+Objective = Callable[..., Tuple[torch.Tensor, Dict[str, torch.Tensor]]]
+
+
+def cross_entropy(label_smoothing: float = 0.0):
+    """Plain classification (the discrete teacher)."""
+
+    def objective(model: nn.Module, x: torch.Tensor, y: torch.Tensor, epoch: int, idx=None) -> Tuple[torch.Tensor, Dict]:
+        loss = F.cross_entropy(model(x).float(), y, label_smoothing=label_smoothing)
+        return loss, {}
+
+    return objective
+
+
+def ode_scratch(cfg: Union[Scratch, Distill]):
+    """ODE-ViT from scratch (stage 03, a study's free cell): CE with `cfg.label_smoothing` (+ `cfg.jasmin_weight` x
+    JaSMin, `cfg.jasmin_k` / `cfg.jasmin_detach`, on the attention maps of the last 85% of steps: 'steps', whatever a
+    Distill config's jasmin_maps_from says)."""
+
+    def objective(model, x, y, epoch, idx=None):
+        out = model.forward_trajectory(x, return_attn=cfg.jasmin_weight > 0)
+        ce = F.cross_entropy(out["logits"].float(), y, label_smoothing=cfg.label_smoothing)
+        loss, parts = ce, {"ce": ce.detach()}
+        if cfg.jasmin_weight > 0:
+            js = jasmin(out["attn"], k=cfg.jasmin_k, detach=cfg.jasmin_detach)
+            loss = loss + cfg.jasmin_weight * js
+            parts["jasmin"] = js.detach()
+        return loss, parts
+
+    return objective
+
+
+def distill(teacher: nn.Module, checkpoints: Sequence[int], cfg: Distill, *, cache: Optional[torch.Tensor] = None,
+            step_schedules: Optional[Dict[int, Sequence[int]]] = None, num_steps: Optional[int] = None,
+            grid: Optional[int] = None):
+    """Teacher-student: the sum of weight x term over the terms of `losses.TERMS` that the distill block `cfg`
+    switches on (`losses.active_terms`), in their order: the student's states at c_l pass through the teacher's h_l
+    (MSE: `mse_weight`, `mse_tokens`), + JaSMin (`jasmin_weight`, `jasmin_k`, `jasmin_detach`, `jasmin_maps_from`),
+    + the published attention-map L1 term (`attn_l1_weight`, off by default), + CE (`ce_weight`, `label_smoothing`)
+    from `ce_from_epoch` (curriculum). A new term: one `@losses.term` function and its fields in `config.Distill`.
+
+    With ce_weight 0 (the label-free default) the labels y are never read: the frozen head only classifies.
+    `cache` (n, L, D): the teacher's CLS states h_1..h_L of every training sample (see `teacher_cls_cache`); with
+    it, batches that come with their sample indices skip the teacher forward.
+    `step_schedules` {N: checkpoints for N} (distill.train_steps): each batch integrates with an N drawn uniformly
+    from its keys (torch's RNG: seeded, and saved with last.pt) and is compared at that N's checkpoints.
+    `num_steps`: integrate every batch with this N (`checkpoints` then are that N's), the model's own N otherwise;
+    the fast path (`fast.py`) draws N outside the objective and builds one objective per N.
+    `grid`: the patch grid's side for the attention-map L1 term (default: from the number of patches)."""
+    terms = active_terms(cfg)
+    wider = wider_than_cls(cfg) if cache is not None else []
+    if wider:
+        raise ValueError(f"cache: holds the teacher's CLS states only; the terms {wider} need more (mse_tokens "
+                         "'cls', attn_l1_weight 0)")
+    return_attn = any(t.attn for t in terms.values())
+    teacher_attn = any(t.teacher_attn for t in terms.values())
+    choices = sorted(step_schedules) if step_schedules else []
+    teacher.eval()
+    for p in teacher.parameters():
+        p.requires_grad_(False)
+
+    def objective(model, x, y, epoch, idx=None):
+        with torch.no_grad():
+            if cache is not None and idx is not None:
+                h = cache[idx.to(cache.device)].to(x.device)  # (B, L, D); a cache on the device: no host sync
+                hs = [h[:, :1]] + [h[:, l : l + 1] for l in range(h.shape[1])]  # h_0 is never compared
+            else:
+                hs = hidden_states(teacher, x)
+            t_attn = last_attention(teacher, x) if teacher_attn else None
+        n, ckpts = num_steps, checkpoints
+        if choices:
+            n = choices[int(torch.randint(len(choices), (1,)))]
+            ckpts = step_schedules[n]
+        out = model.forward_trajectory(x, num_steps=n, return_attn=return_attn)
+        inputs = TermInputs(out["states"], out.get("attn"), out["logits"], hs, t_attn, ckpts, y, grid)
+        return weighted_sum(terms, inputs, cfg, epoch)
+
+    return objective
+
+
+@torch.no_grad()
+def teacher_cls_cache(teacher: nn.Module, loader, device: torch.device) -> torch.Tensor:
+    """CLS rows of the teacher's h_1..h_L for every sample of `loader` (no augmentation), (n, L, D) on the CPU.
+
+    Computed once; valid because the teacher is frozen and the inputs do not change between epochs. Under torchrun
+    each process computes its slice of the samples and the slices are summed into the whole."""
+    from .runtime import all_reduce_sum, autocast
+
+    teacher.eval().to(device)
+    out = None
+    for x, _, idx in loader.batches(0, with_index=True, ordered=True):
+        with autocast(device):
+            hs = hidden_states(teacher, x.to(device))
+        h = torch.stack([s[:, 0] for s in hs[1:]], 1).float().cpu()  # (B, L, D)
+        if out is None:
+            out = torch.zeros(loader.n, h.shape[1], h.shape[2])
+        out[idx] = h
+    return all_reduce_sum(out) if getattr(loader, "world", 1) > 1 else out
+
+
+# --- loaders and models from their blocks ------------------------------------------------------------------------
 
 def setup(base: Base) -> torch.device:
     """Start of every stage: seed everything, apply `base.precision`, return the device of `base.device`."""
@@ -67,11 +174,6 @@ def eval_loaders(base: Base, val: Optional[data.Loader], test: data.Loader) -> D
     return out
 
 
-def run_summary(history: List[Dict[str, float]], base: Base, cfg: Optim) -> Dict[str, Any]:
-    """`train.summary` of a stage's history with the base block's selection split and convergence window."""
-    return train.summary(history, base.select_on, cfg.min_delta_pts, base.converge_window, cfg.epochs)
-
-
 def train_config(base: Base, cfg: Optim) -> train.TrainConfig:
     """The optimiser/schedule part of a stage block, with the base block's device and seed."""
     return train.TrainConfig(epochs=cfg.epochs, lr=cfg.lr, weight_decay=cfg.weight_decay, warmup=cfg.warmup,
@@ -97,48 +199,13 @@ def teacher_cache(teacher: nn.Module, loader: data.Loader, cfg: Distill, device:
     if not cache_usable(cfg):
         return None
     t0 = time.perf_counter()
-    cache = objectives.teacher_cls_cache(teacher, loader, device)
+    cache = teacher_cls_cache(teacher, loader, device)
     if times is not None:
         times["teacher_cache"] = times.get("teacher_cache", 0.0) + time.perf_counter() - t0
-    if distributed.is_main():
+    if runtime.is_main():
         print(f"teacher CLS states cached: {tuple(cache.shape)}, {cache.numel() * 4 / 2**20:.0f} MB, "
               f"{time.perf_counter() - t0:.0f}s", flush=True)
     return cache
-
-
-PHASES = ("startup", "data", "teacher", "teacher_cache", "train", "val_eval", "test_eval", "robustness", "write")
-
-
-def process_start() -> float:
-    """Epoch seconds at which this process started (psutil, else /proc/self/stat): its interpreter start and imports
-    count in a stage's time."""
-    try:
-        import psutil
-
-        return psutil.Process().create_time()
-    except ImportError:
-        with open("/proc/self/stat") as f:
-            ticks = int(f.read().rsplit(")", 1)[1].split()[19])  # field 22: start time in clock ticks after boot
-        with open("/proc/stat") as f:
-            btime = next(int(line.split()[1]) for line in f if line.startswith("btime"))
-        return btime + ticks / os.sysconf("SC_CLK_TCK")
-
-
-def timing(phases: Dict[str, float], history: List[Dict[str, float]], start: float, share: int = 1) -> Dict[str, Any]:
-    """A stage's timing.json: seconds per phase (PHASES; train = the epoch loops, val_eval = the per-epoch
-    evaluations, both from `history`), total = now - `start` (the process start) + phases['resumed_s'] (a resumed
-    run: the earlier processes' epochs, which `history` holds; their start-up is not counted), other = total - the
-    phases; train_time_s kept for the README. `share`: runs trained together in this process (`study.run_many`):
-    the process's wall counts 1/share to each, so totals summed over runs stay the machine's time."""
-    out = {k: 0.0 for k in PHASES}
-    out.update(phases)
-    out["train"] = float(sum(h["epoch_time_s"] for h in history))
-    out["val_eval"] = float(sum(h.get("eval_time_s", 0.0) for h in history))
-    out["total"] = (time.time() - start) / share + phases.get("resumed_s", 0.0)
-    out["other"] = out["total"] - sum(out[k] for k in PHASES)
-    out = {k: round(v, 3) for k, v in out.items()}
-    out["train_time_s"] = out["train"]
-    return out
 
 
 GENERIC_VIT = "vit_tiny_patch16_224"  # teacher.name null: this timm ViT with every shape key replaced by params.yaml's
@@ -185,87 +252,20 @@ TEACHER_CKPT, DISTILL_CKPT = "checkpoints/02_teacher", "checkpoints/04_distill"
 
 def fit_teacher(model: nn.Module, base: Base, cfg: Teacher, train_loader: data.Loader,
                 evals: Dict[str, data.Loader], out_dir: str = TEACHER_CKPT) -> List[Dict[str, float]]:
-    """Stage 02's training (also run by `torchrun … -m odevit.repro.run 02_teacher`; a plan study's own teacher:
-    `study_teacher`): CE, checkpoints in `out_dir`; `evals` from `eval_loaders` (best.pt and early stopping on
-    `base.select_on`)."""
+    """The teacher block's model trained by the plain trainer (`torchrun … -m odevit.repro.pipeline 02_teacher`): CE,
+    checkpoints in `out_dir`; `evals` from `eval_loaders` (best.pt and early stopping on `base.select_on`)."""
     if cfg.linear_probe:
         for n, p in model.named_parameters():
             p.requires_grad_(n.startswith("head."))
-    return train.fit(model, train_loader, evals, objectives.cross_entropy(cfg.label_smoothing),
+    return train.fit(model, train_loader, evals, cross_entropy(cfg.label_smoothing),
                      train_config(base, cfg), out_dir, run_id=train.fingerprint(base, cfg))
-
-
-@dataclasses.dataclass
-class TeacherRun:
-    """What `train_teacher` leaves behind for a notebook's figures: the trained model at best.pt, its history, the
-    metrics written, the layer distances d_1..d_L and the three loaders."""
-    model: nn.Module
-    history: List[Dict[str, float]]
-    metrics: Dict[str, Any]
-    distances: List[float]
-    loaders: Tuple[data.Loader, Optional[data.Loader], data.Loader]
-
-
-def train_teacher(base: Base, cfg: Teacher, dcfg: Distill, ckpt: str, out: str, phases: Dict[str, float],
-                  start: float, record: Optional[Dict[str, Any]] = None, monitor: bool = False) -> TeacherRun:
-    """Stage 02's teacher, and a plan study's own (`study_teacher`): seed and data (`setup`, `data_loaders`), the
-    teacher trained or resumed (`fit_teacher`: checkpoints in `ckpt`, best.pt on `base.select_on`), the test set
-    scored once at best.pt, the layer distances on `dcfg.distance_batches` training batches; writes `out`/
-    history.csv, distances.csv, timing.json and metrics.json (last: its presence marks the run finished).
-    `record`: more keys for metrics.json; `monitor`: record the machine's load and this process
-    (`provenance.Monitor` in `ckpt`; metrics.json's `provenance`). `phases` gets data and test_eval seconds."""
-    from . import provenance  # only here: pipeline is imported by every stage, the monitor by few
-
-    clock = time.perf_counter()
-    device = setup(base)  # seed, precision: before the loaders and the model, whose draws it fixes
-    tr, va, te = data_loaders(base, augment=cfg.augment)
-    phases["data"] = time.perf_counter() - clock
-    model = build_teacher(base, cfg)
-    val_images = va.n if va is not None else 0
-    print(f"teacher {cfg.name or '(a ViT of the shape keys)'}: {params_m(model):.3f}M parameters, {cfg.epochs} "
-          f"epochs{', augmented' if cfg.augment else ''}; {tr.n} training images, {val_images} validation images; "
-          f"best epoch selected on {base.select_on}", flush=True)
-    with (provenance.Monitor(ckpt, start) if monitor else contextlib.nullcontext()) as mon:
-        hist = fit_teacher(model, base, cfg, tr, eval_loaders(base, va, te), out_dir=ckpt)
-        write_csv(pd.DataFrame(hist), f"{out}/history.csv")
-        clock = time.perf_counter()
-        train.load_weights(model, f"{ckpt}/best.pt")
-        acc = train.evaluate(model, te, device)  # the test set, once, at the selected epoch
-        phases["test_eval"] = time.perf_counter() - clock
-        dist = teacher_distances(model.to(device).eval(), tr, dcfg.distance_batches, dcfg.distance_tokens, device)
-    metrics = {**acc, **run_summary(hist, base, cfg), "params_m": params_m(model),
-               "encoder_params": encoder_params(model), "depth": len(model.blocks), "embed_dim": model.embed_dim,
-               "epochs": cfg.epochs, "train_images": tr.n, "val_images": val_images, **(record or {})}
-    if mon is not None:
-        metrics["provenance"] = mon.summary()
-    write_csv(pd.DataFrame({"layer": range(1, len(dist) + 1), "distance": dist}), f"{out}/distances.csv")
-    write_json(timing(phases, hist, start), f"{out}/timing.json")
-    write_json(metrics, f"{out}/metrics.json")  # deterministic: same params + seed -> same bytes (CPU)
-    return TeacherRun(model, hist, metrics, dist, (tr, va, te))
-
-
-def fit_free(model: ODEViT, base: Base, cfg: Distill, train_loader: data.Loader, evals: Dict[str, data.Loader],
-             out_dir: str, times: Optional[Dict[str, float]] = None) -> List[Dict[str, float]]:
-    """A study cell's free model: the student's architecture from scratch, CE (+ the student's JaSMin), the
-    student's optimiser and epochs (`times`: as `train.fit`)."""
-    return fit_free_many([model], [base], cfg, [train_loader], [evals], [out_dir], [times])[0]
-
-
-def fit_free_many(models: List[ODEViT], bases: List[Base], cfg: Distill, train_loaders: List[data.Loader],
-                  evals: List[Dict[str, data.Loader]], out_dirs: List[str],
-                  times: Optional[List[Optional[Dict[str, float]]]] = None,
-                  rngs: Optional[List[Dict[str, Any]]] = None) -> List[List[Dict[str, float]]]:
-    """`fit_free` of one cell's seeds (base k = seed k), trained together when more than one (`train.fit_many`)."""
-    obj = objectives.ode_scratch(cfg)
-    return train.fit_many(models, train_loaders, evals, obj, train_config(bases[0], cfg), out_dirs,
-                          run_ids=[train.fingerprint(b, cfg, "free") for b in bases], times=times, rngs=rngs)
 
 
 def fit_student(student: ODEViT, teacher: nn.Module, checkpoints: Sequence[int], base: Base, tcfg: Teacher,
                 cfg: Distill, train_loader: data.Loader, evals: Dict[str, data.Loader],
                 out_dir: str = DISTILL_CKPT, times: Optional[Dict[str, float]] = None,
                 distances: Sequence[float] = ()) -> List[Dict[str, float]]:
-    """A student's training (a study cell, or `odevit.repro.run 04_distill`): the distillation objective (teacher CLS
+    """A student's training (`python -m odevit.repro.pipeline 04_distill`): the distillation objective (teacher CLS
     states cached where valid; its time added to times['teacher_cache']), the published CE curriculum
     (`unfreeze_head_at`), checkpoints in `out_dir`."""
     return fit_student_many([student], teacher, checkpoints, [base], tcfg, cfg, [train_loader], [evals], [out_dir],
@@ -305,7 +305,7 @@ def fit_student_many(students: List[ODEViT], teacher: nn.Module, checkpoints: Se
                          "distances (`distances`) to make each N's checkpoint schedule")
     device = train.resolve_device(bases[0].device)
     times = times or [None] * len(students)
-    obj = objectives.distill(teacher, checkpoints, cfg, cache=teacher_cache(teacher, train_loaders[0], cfg, device,
+    obj = distill(teacher, checkpoints, cfg, cache=teacher_cache(teacher, train_loaders[0], cfg, device,
                                                                           times[0]),
                              step_schedules=step_schedules(distances, cfg))
     for t in times[1:]:  # shared work: every seed's timing shows it
@@ -336,17 +336,6 @@ def schedule(distances: Sequence[float], cfg: Distill) -> List[int]:
     return checkpoint_indices(distances, cfg.num_steps, cfg.tau, cfg.schedule, cfg.schedule_points)
 
 
-def params_m(model: nn.Module, trainable: bool = False) -> float:
-    return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable) / 1e6
-
-
-def encoder_params(model: nn.Module) -> int:
-    """Encoder parameters: the shared ODE block, or a ViT's blocks."""
-    if isinstance(model, ODEViT):
-        return model.encoder_params()
-    return sum(p.numel() for p in model.blocks.parameters())
-
-
 def build_free(teacher: nn.Module, cfg: Distill) -> ODEViT:
     """The student's exact architecture (width, heads, mlp_ratio, N, T = L, patch, registers, head norm, norm,
     solver, init, dropout), every part freshly initialised and trainable: nothing taken from the teacher."""
@@ -370,8 +359,164 @@ def arch_kwargs(m: ODEViT) -> Dict[str, Any]:
 
 
 def load_teacher(b: Base, t: Teacher, device: torch.device, ckpt: str) -> nn.Module:
-    return train.load_weights(pipeline.build_teacher(b, t), f"{ckpt}/best.pt").to(device).eval()
+    return train.load_weights(build_teacher(b, t), f"{ckpt}/best.pt").to(device).eval()
 
 
 def build_cell(teacher: nn.Module, d: Distill, free: bool) -> ODEViT:
     return build_free(teacher, d) if free else build_student(teacher, d)
+
+
+
+# --- the plan's cells as the trainers build them: configs, the teacher's committed files --------------------------
+
+RESULTS, CKPTS = "results/v2", "checkpoints/v2"
+KEPT_TEACHER = "weights/v2_teacher/best.pt"  # the selected v2 teacher's best.pt, in git (selected.json: its sha256)
+WEAK = f"{RESULTS}/teacher_weak"  # the weak teacher (params.yaml teacher.weak): selected.json, distances.csv
+
+
+def tau_by_rule(distances: Sequence[float], ratio: float) -> float:
+    """Plan v2's tau: ratio x the span of the teacher's distances (the paper's 30 / 49)."""
+    span = max(distances) - min(distances)
+    if span <= 0:
+        raise ValueError(f"tau rule: the teacher's distances {list(distances)} have no span")
+    return ratio * span
+
+
+class Plan:
+    """Plan v2 as the driver needs it: configs per study and cell, seeds, budgets, the teacher recipe, hashes."""
+
+    def __init__(self, path: str = "params.yaml"):
+        from . import config
+        from . import plan as plan_mod
+
+        self.path, self.plan = path, plan_mod.load(path)
+        cfg = config.check_stage("cell", path)
+        r = self.plan["rules"]
+        self.base = config.merged(cfg["base"], precision=r["precision"])
+        self.teacher_cfg = config.merged(cfg["teacher"], **{k: v for k, v in self.plan["teacher"].items()
+                                                              if k in plan_mod.TEACHER_KEYS})
+        self.distill = cfg["distill"]
+        self.optim = dict(floor=float(r["schedule"]["lr_floor"]), floor_frac=float(r["schedule"]["floor_frac"]))
+
+    def hash(self, study: Optional[str]) -> str:
+        from .plan import study_hash
+
+        return study_hash(self.plan, study)
+
+
+@dataclass
+class Cell:
+    """One plan cell as the trainer builds it: its distill config (the study's budget and the cell's overrides, tau by
+    the rule from its teacher's distances), whether it is the free ODE, and its teacher (committed files only)."""
+    distill: Any
+    free: bool
+    teacher: str  # 'strong' (the plan's teacher) | 'weak' (plan 1's 3-epoch teacher); free cells too ('strong')
+    checkpoint: str  # the teacher's checkpoint folder (its best.pt: `teacher_weights`)
+    distances: List[float]
+    sha256: str
+
+
+def cell_of(p: Plan, study: str, cell: str) -> Cell:
+    """The cell's configuration, read from the plan and the committed teacher files; nothing is built or trained."""
+    import json
+
+    import pandas as pd
+
+    from . import config
+
+    s = p.plan["studies"][study]
+    ov = dict(s["cells"][cell] or {})
+    free = bool(ov.pop("free", False))
+    which = ov.pop("teacher", "strong")
+    preset = ov.pop("preset", None)  # a preset file's switches (presets/published_code.yaml), its curriculum rescaled
+    if preset is not None:
+        ov = {**config.preset_overrides(preset, s["budget"]["epochs"]), **ov}
+    folder = WEAK if which == "weak" else f"{RESULTS}/teacher"
+    sel = json.load(open(f"{folder}/selected.json"))
+    dist = pd.read_csv(f"{folder}/distances.csv")["distance"].tolist()
+    ck = "checkpoints/v2/teacher_weak" if which == "weak" else f"{CKPTS}/teacher/s{sel['seed']}"
+    d = config.merged(p.distill, epochs=s["budget"]["epochs"], patience=0,
+                      tau=tau_by_rule(dist, float(p.plan["rules"]["tau_rule"]["ratio"])), **ov)
+    return Cell(d, free, which, ck, dist, sel["sha256"])
+
+
+def teacher_weights(which: str, ck: str) -> None:
+    """Put the teacher's best.pt into `ck` where this machine lacks it (a fresh clone), from the bytes kept in git:
+    the v2 teacher's best.pt (weights/v2_teacher/best.pt, its sha256 in selected.json), the weak teacher's tensors
+    (a safetensors file, its sha256 in teacher_weak/selected.json). Refused, writing nothing, on other bytes."""
+    import json
+
+    from ..hub import sha256
+
+    if os.path.exists(f"{ck}/best.pt"):
+        return
+    if which == "weak":
+        from safetensors.torch import load_file
+
+        sel = json.load(open(f"{WEAK}/selected.json"))
+        if sha256(sel["weights"]) != sel["weights_sha256"]:
+            raise FileNotFoundError(f"{sel['weights']}: not the weak teacher's weights (sha256 "
+                                    f"{sel['weights_sha256'][:12]} expected)")
+        train.save_atomic({"model": load_file(sel["weights"]), "epoch": None, "val_acc1": None}, f"{ck}/best.pt")
+        return
+    sel = json.load(open(f"{RESULTS}/teacher/selected.json"))
+    if not os.path.exists(KEPT_TEACHER) or sha256(KEPT_TEACHER) != sel["sha256"]:
+        raise FileNotFoundError(f"{ck}/best.pt is missing and {KEPT_TEACHER} is not the selected teacher "
+                                f"(sha256 {sel['sha256'][:12]}): its students cannot be trained")
+    import shutil
+
+    os.makedirs(ck, exist_ok=True)
+    shutil.copyfile(KEPT_TEACHER, f"{ck}/best.pt.tmp")
+    os.replace(f"{ck}/best.pt.tmp", f"{ck}/best.pt")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# One model trained data-parallel with torchrun, over processes or GPUs (the plain trainer, `train.fit`):
+#     torchrun --nproc_per_node=2 -m odevit.repro.pipeline 02_teacher   # params.yaml's teacher -> checkpoints/02_teacher
+#     torchrun --nproc_per_node=2 -m odevit.repro.pipeline 04_distill   # its distill student -> checkpoints/04_distill
+# `base.batch_size` is the global batch (split evenly over the processes; see `odevit.repro.runtime`). The plan's runs
+# are the notebooks' (odevit.repro.fast, K seeds stacked on one device).
+
+STAGES = ("02_teacher", "04_distill")
+
+
+def run(stage: str, params_file: str = "params.yaml") -> None:
+    from .config import check_stage
+
+    cfg = check_stage("cell", params_file)  # one-line error before any process group or data
+    b = cfg["base"]
+    rank, world = runtime.init(b.device)
+    if b.batch_size % world:
+        raise ConfigError(f"params.yaml: base.batch_size = {b.batch_size} is the global batch; it must be a "
+                                 f"multiple of the {world} processes")
+    device = setup(b)  # seed, precision, device
+    if stage == "02_teacher":
+        tr, va, te = data_loaders(b, augment=cfg["teacher"].augment)
+        fit_teacher(build_teacher(b, cfg["teacher"]), b, cfg["teacher"], tr, eval_loaders(b, va, te))
+    else:
+        t, d = cfg["teacher"], cfg["distill"]
+        tr, va, te = data_loaders(b, augment=d.augment)
+        teacher = load_teacher(b, t, device, TEACHER_CKPT)
+        dist = teacher_distances(teacher, tr, d.distance_batches, d.distance_tokens, device)
+        fit_student(build_student(teacher, d), teacher, schedule(dist, d), b, t, d, tr, eval_loaders(b, va, te),
+                    distances=dist)
+    runtime.shutdown()
+
+
+def main() -> None:
+    import argparse
+    import sys
+
+    ap = argparse.ArgumentParser(description="One model trained data-parallel with torchrun (02_teacher, 04_distill)")
+    ap.add_argument("stage", choices=STAGES)
+    ap.add_argument("--params", default="params.yaml")
+    args = ap.parse_args()
+    try:
+        run(args.stage, args.params)
+    except (ConfigError, train.CheckpointError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -133,6 +133,8 @@ def check(plan: Any, path: str = PLAN_FILE) -> None:
         for c, ov in cells.items():
             _need(ov is None or (isinstance(ov, dict) and ov.get("teacher", "strong") in ("strong", "weak")),
                   f"{where}.cells.{c}: a dict of distill overrides; teacher: strong (default) | weak")
+            _need(isinstance((ov or {}).get("free", False), bool),
+                  f"{where}.cells.{c}.free = {(ov or {}).get('free')!r}: expected true or false")
         for q in s["questions"]:
             qw = f"{where}.questions[{q.get('id')}]"
             _need(set(q) <= QUESTION_KEYS, f"{qw}: unknown key {sorted(set(q) - QUESTION_KEYS)}")

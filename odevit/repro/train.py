@@ -1,7 +1,7 @@
-"""Training loop shared by every stage: AdamW, warm-up + cosine (optionally with hard restarts), gradient clipping,
+"""The plain training loop (one model, or K one after another per step; DDP under torchrun): AdamW, warm-up + cosine (optionally with hard restarts), gradient clipping,
 best-and-last checkpoints written atomically every epoch, one progress line per epoch, seeded and deterministic.
 
-    objective = objectives.cross_entropy(label_smoothing=0.1)
+    objective = pipeline.cross_entropy(label_smoothing=0.1)
     history = fit(model, train_loader, val_loader, objective, TrainConfig(epochs=3), out_dir="checkpoints/x")
     summary(history, "val", min_delta_pts=0.2, window=2)  # best epoch, epochs run, stopped early, converged, ...
 
@@ -28,10 +28,11 @@ import torch.nn as nn
 from torch.profiler import record_function
 from tqdm import tqdm  # text bar in a terminal; disabled under papermill (one line per epoch)
 
-from . import distributed, memory
+from . import runtime
 from ..losses import topk_hits
-from .objectives import Objective
-from .precision import autocast, set_precision
+from .runtime import autocast, set_precision
+
+Objective = Callable[..., Tuple[torch.Tensor, Dict[str, torch.Tensor]]]  # (model, x, y, epoch[, idx]) -> (loss, logged parts)
 
 
 @dataclass
@@ -138,7 +139,7 @@ def evaluate(
         n += len(y)
     hits = total.tolist()
     if getattr(loader, "world", 1) > 1:
-        counts = distributed.all_reduce_sum(torch.tensor(hits + [n], dtype=torch.float64)).long().tolist()
+        counts = runtime.all_reduce_sum(torch.tensor(hits + [n], dtype=torch.float64)).long().tolist()
         hits, n = counts[:-1], counts[-1]
     out: Dict[str, Any] = {f"acc{k}": h / n for k, h in zip(ks, hits)}
     if per_sample:
@@ -205,8 +206,8 @@ def _set_rng_state(st: Dict[str, Any]) -> None:
 # the source a run's weights depend on: the layer (odevit/*.py) and these files of the lab; a checkpoint resumes only
 # under the same text of all of them (the study cells' DVC dependencies, tests/test_layout.py), while an edit to the
 # report, the README or a plot leaves an interrupted run resumable
-TRAINING_SOURCES = ("repro/config.py", "repro/data.py", "repro/distributed.py", "repro/objectives.py", "repro/plan.py",
-                    "repro/provenance.py", "repro/files.py", "repro/pipeline.py", "repro/precision.py", "repro/train.py")
+TRAINING_SOURCES = ("repro/config.py", "repro/data.py", "repro/runtime.py", "repro/plan.py",
+                    "repro/files.py", "repro/pipeline.py", "repro/train.py")
 
 
 def history_seconds(history: Sequence[Dict[str, float]]) -> float:
@@ -239,10 +240,10 @@ def probe_memory(model: nn.Module, loader: Any, objective: Objective, device: to
         model.train()
         x, y = x[:1].to(device), y[:1].to(device)
         with autocast(device):
-            per_sample = memory.saved_bytes(lambda: objective(model, x, y, 0, idx[:1]), model)
+            per_sample = runtime.saved_bytes(lambda: objective(model, x, y, 0, idx[:1]), model)
     finally:
         _set_rng_state(rng)
-    return memory.check_fits(model, per_sample * copies, loader.batch_size, device)
+    return runtime.check_fits(model, per_sample * copies, loader.batch_size, device)
 
 
 class _Method(nn.Module):
@@ -380,7 +381,7 @@ def fit(
     `on_epoch(epoch, model)` runs before each epoch (e.g. the CE curriculum unfreezing the head). `times`: on a
     resume, times['resumed_s'] = the earlier processes' epoch and evaluation seconds (from the resumed history).
     Raises FloatingPointError on a non-finite loss or gradient, before the step: no non-finite weights are saved.
-    Under torchrun (`distributed.init()` first, loaders built after it) the model runs in DistributedDataParallel,
+    Under torchrun (`runtime.init()` first, loaders built after it) the model runs in DistributedDataParallel,
     logged losses and accuracies are averaged over the processes, and only rank 0 writes checkpoints (the RNG
     state saved is rank 0's). Returns one dict per epoch: epoch, train_* losses, <split>_acc1/3/5, lr, epoch_time_s
     (training loop), eval_time_s (the per-epoch evaluation), img_per_s.
@@ -417,7 +418,7 @@ def fit_many(
     K = len(models)
     out_dirs = list(out_dirs or [None] * K)
     run_ids, times = list(run_ids or [""] * K), list(times or [None] * K)
-    rank, world = distributed.rank_world()
+    rank, world = runtime.rank_world()
     _check_many(K, train_loaders, eval_loaders, out_dirs, run_ids, times, rngs, cfg, world)
     sel = f"{cfg.select_on}_acc1"
     device = resolve_device(cfg.device)
@@ -434,7 +435,7 @@ def fit_many(
         r.opt.param_groups[0]["params"] = [p for p in r.params if p.ndim >= 2]
         r.opt.param_groups[1]["params"] = [p for p in r.params if p.ndim < 2]
         if world > 1 and (replica is r.model or replica.stale()):
-            replica = distributed.Replica(r.model, device)
+            replica = runtime.Replica(r.model, device)
 
     for r in runs:
         _resume(r, cfg, K, rank, begin_epoch)
@@ -454,7 +455,7 @@ def fit_many(
             r.model.train()
         sums, n_batches, train_time = _train_epoch(objective, runs, epoch, cfg, device, replica, quiet)
         _score_and_save(runs, sums, n_batches, train_time, epoch, device, world, rank, sel)
-        distributed.barrier()  # no process runs ahead of the checkpoint
+        runtime.barrier()  # no process runs ahead of the checkpoint
         if rank == 0:
             _print_epoch(runs, epoch, cfg, sel, train_time)
     return [r.history for r in runs]
@@ -550,7 +551,7 @@ def _score_and_save(runs: Sequence[Run], sums: Dict[str, torch.Tensor], n_batche
         s = {key: v[k] for key, v in per_run.items()}
         if world > 1:  # mean over the processes of their mean losses (equal slices)
             keys = list(s)  # the same order on every process (same objective)
-            tot = distributed.all_reduce_sum(torch.tensor([s[key] for key in keys], dtype=torch.float64)) / world
+            tot = runtime.all_reduce_sum(torch.tensor([s[key] for key in keys], dtype=torch.float64)) / world
             s = dict(zip(keys, tot.tolist()))
         row = {"epoch": epoch + 1, **{f"train_{key}": v / max(1, n_batches) for key, v in s.items()}}
         t1 = time.perf_counter()

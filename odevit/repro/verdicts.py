@@ -26,8 +26,8 @@ import pandas as pd
 
 from scipy import stats as st
 
-from . import plan as plan2
-from .v2_pages import budget_images  # claims.csv's budget column read back (written in judge below)
+from . import plan as plan_mod
+from .pages import budget_images  # claims.csv's budget column read back (written in judge below)
 
 SUPPORTS, CONTRADICTS, INCONCLUSIVE = "supports", "contradicts", "inconclusive"
 
@@ -156,7 +156,7 @@ def judge(plan: Dict[str, Any], r: pd.DataFrame, t: Dict[str, Any], shift: Optio
     reports the shift measured between them (`shift`, from `shifts`; plan rule `machine`), and, descriptively (not a
     plan rule), whether its verdict is the same with every seed's value moved by the largest measured |shift| either
     way; without a measured shift between its two kinds it has no verdict yet."""
-    fams = plan2.families(plan)
+    fams = plan_mod.families(plan)
     n_fams = len(fams)
     out = []
     for name, s in plan["studies"].items():
@@ -164,16 +164,16 @@ def judge(plan: Dict[str, Any], r: pd.DataFrame, t: Dict[str, Any], shift: Optio
         rs = r[r.study == name] if not r.empty else r
         b = s["budget"]
         for q in s["questions"]:
-            fam = plan2.family_of(s, q)
-            a = plan2.alpha_each(plan, fam)
+            fam = plan_mod.family_of(s, q)
+            a = plan_mod.alpha_each(plan, fam)
             qm = dict(q, margin=margin(q, t))
             x = values(q, rs, seeds, t)
             used_cells = [q["a"]] + ([q["b"]] if q["kind"] == "paired" else [])
             used = rs[rs.cell.isin(used_cells) & rs.seed.isin(seeds)] if not rs.empty else rs
             row = dict(study=name, family=fam, primary=fam == plan["rules"]["primary_family"], question=q["id"],
                        claim=q["claim"], test=q["test"], direction=q["direction"], margin=qm["margin"],
-                       alpha_each=a, seeds=len(seeds), budget=f"{plan2.images(s)} images x {b['epochs']} epochs",
-                       plan_hash=plan2.study_hash(plan, name),
+                       alpha_each=a, seeds=len(seeds), budget=f"{plan_mod.images(s)} images x {b['epochs']} epochs",
+                       plan_hash=plan_mod.study_hash(plan, name),
                        paper_effect=(q.get("paper") or {}).get("effect"))
             d = decide(x.to_numpy(dtype=float), qm, a)
             row.update({k: d[k] for k in ("n", "mean", "sd", "ci_low", "ci_high")})
@@ -287,7 +287,7 @@ def figure(claims: pd.DataFrame, family: str, plan: Dict[str, Any], label: Optio
     fig.supxlabel("difference in test Acc@1 (percentage points, paired by seed; all 10,000 test images); bar = the "
                   "row's (1 - alpha/family size) interval, dotted = margin", fontsize=8)
     studies = list(dict.fromkeys(c.study))
-    seeds = ", ".join(f"{seed_ids(plan['studies'][s]['seeds'])} ({plan2.images(plan['studies'][s]):,}"
+    seeds = ", ".join(f"{seed_ids(plan['studies'][s]['seeds'])} ({plan_mod.images(plan['studies'][s]):,}"
                       + (" training images)" if i == 0 else ")") for i, s in enumerate(studies))
     n = len(c)
     fig.suptitle(f"Plan v2, family {family}: {n} row{'' if n == 1 else 's'}, paired by seed, tested on all 10,000 "
@@ -307,7 +307,7 @@ def write(plan: Dict[str, Any], results: str = RESULTS, out: str = RESULTS) -> p
     made = runs(results)
     claims = judge(plan, made, t, measured_shifts(results, made))
     write_csv(claims.round(4), os.path.join(out, "claims.csv"))
-    write_csv(pd.DataFrame(plan2.power_rows(plan)).round(4), os.path.join(out, "power.csv"))
+    write_csv(pd.DataFrame(plan_mod.power_rows(plan)).round(4), os.path.join(out, "power.csv"))
     md = claims[COLUMNS].round(2).to_markdown(index=False)
     write_text(f"Teacher: seed {t['seed']}, test Acc@1 {t['acc1']:.2f} %, its seeds' SD {t['seed_sd']:.2f} pt.\n\n"
                + md + "\n", os.path.join(out, "claims.md"))
@@ -316,11 +316,11 @@ def write(plan: Dict[str, Any], results: str = RESULTS, out: str = RESULTS) -> p
 
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description="The plan's verdicts from its runs' files")
-    ap.add_argument("--plan", default=plan2.PLAN_FILE)
+    ap.add_argument("--plan", default=plan_mod.PLAN_FILE)
     ap.add_argument("--results", default=RESULTS)
     ap.add_argument("--out", default=RESULTS)
     a = ap.parse_args(argv)
-    claims = write(plan2.load(a.plan), a.results, a.out)
+    claims = write(plan_mod.load(a.plan), a.results, a.out)
     with pd.option_context("display.width", 250, "display.max_columns", 20, "display.max_colwidth", 40):
         print(claims[COLUMNS].round(2).to_string(index=False))
     return 0

@@ -1,0 +1,120 @@
+"""The one pipeline end to end: `dvc repro` of the real dvc.yaml and notebooks on tiny data (tests/tiny_pipeline.py)
+makes every stage, trains every run through the notebooks and leaves nothing to do; a committed run is reused by its
+run key; a cell added to params.yaml is the only thing trained; a bad value stops `dvc repro` before any training; and
+on a fresh clone of the repository `dvc status` is clean and an added cell plans exactly its runs."""
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from tiny_pipeline import _env, dvc
+
+ROOT = Path(__file__).resolve().parents[1]
+UP_TO_DATE = "Data and pipelines are up to date."
+
+
+def _copy(repro: Path, tmp_path: Path) -> Path:
+    work = tmp_path / "work"
+    shutil.copytree(repro, work, symlinks=True)
+    return work
+
+
+def _fast_dry(work: Path) -> str:
+    r = subprocess.run([sys.executable, "-m", "odevit.repro.fast", "--dry"], cwd=work, env=_env(), capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout
+
+
+def _trained(log: str) -> set:
+    """The (study, cell) groups a log shows training (their epoch lines)."""
+    return {tuple(ln.split()[:2]) for ln in log.splitlines() if " epoch " in ln and ln.split()[0].startswith("v2_")}
+
+
+@pytest.mark.slow
+def test_every_stage_made_its_outputs_and_nothing_is_left_to_do(repro):
+    stages = yaml.safe_load((repro / "dvc.yaml").read_text())["stages"]
+    plan = yaml.safe_load((repro / "params.yaml").read_text())
+    for name, st in stages.items():
+        for o in st["outs"]:
+            path = repro / next(iter(o))
+            assert path.exists(), f"{name}: {path}"
+            if path.suffix == ".png":
+                assert path.stat().st_size > 10_000, path
+        nb = json.loads((repro / f"outputs/{name}.ipynb").read_text())
+        assert any("image/png" in out.get("data", {}) for c in nb["cells"] for out in c.get("outputs", [])) or \
+            name == "07_verdicts" and (repro / "results/v2/verdicts_v2_headline.png").exists(), name
+    log = (repro / "repro.log").read_text()
+    trained = _trained(log)
+    cells = {(s, c) for s, st in plan["studies"].items() for c in st["cells"]}
+    assert trained == cells  # every cell of the plan, each trained by a notebook
+    for s, c in cells:
+        key = json.loads((repro / f"results/v2/{s}/{c}/key.json").read_text())
+        seeds = plan["studies"][s]["seeds"]
+        assert key["parts"]["cell"] == c and key["parts"]["seeds"] == seeds
+        assert all((repro / f"results/v2/{s}/{c}/s{x}/metrics.json").exists() for x in seeds)
+    claims = pd.read_csv(repro / "results/v2/claims.csv")
+    assert list(claims.question) == [q["id"] for st in plan["studies"].values() for q in st["questions"]]
+    assert UP_TO_DATE in dvc(repro, "status").stdout
+
+
+@pytest.mark.slow
+def test_a_forced_rerun_reuses_every_committed_run(repro, tmp_path):
+    work = _copy(repro, tmp_path)
+    log = dvc(work, "repro", "--force", "03_budget").stdout
+    assert _trained(log) == set() and log.count(": reused (") == 4 * 3  # 4 studies x the 3 headline cells
+    assert UP_TO_DATE in dvc(work, "status").stdout
+
+
+@pytest.mark.slow
+def test_a_cell_added_to_params_yaml_is_all_that_trains(repro, tmp_path):
+    work = _copy(repro, tmp_path)
+    params = yaml.safe_load((work / "params.yaml").read_text())
+    params["studies"]["v2_10k"]["cells"]["parallel"] = {"solver": "parallel"}
+    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    dry = dvc(work, "repro", "--dry").stdout
+    assert {ln.split("'")[1] for ln in dry.splitlines() if ln.startswith("Running stage")} == {
+        "03_budget", "04_steps", "05_design", "07_verdicts"}
+    assert [ln for ln in _fast_dry(work).splitlines() if "would train" in ln] == [
+        "v2_10k parallel: would train 6 runs (seeds [2300, 2301, 2302, 2303, 2304, 2305], 4 epochs, 64 training images)"]
+    log = dvc(work, "repro").stdout
+    assert _trained(log) == {("v2_10k", "parallel")}
+    assert "v2_10k ref: reused" in log
+    assert UP_TO_DATE in dvc(work, "status").stdout
+
+
+@pytest.mark.slow
+def test_a_bad_cell_stops_dvc_repro_before_any_training(repro, tmp_path):
+    work = _copy(repro, tmp_path)
+    params = yaml.safe_load((work / "params.yaml").read_text())
+    params["studies"]["v2_10k"]["cells"]["x"] = {"solver": "euler"}
+    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    r = dvc(work, "repro", check=False)
+    assert r.returncode != 0
+    errors = [ln for ln in (r.stdout + r.stderr).splitlines() if ln.startswith("error:")]
+    assert errors == ["error: params.yaml: distill.solver = 'euler' is not one of "
+                      "['lie_trotter', 'parallel', 'rk4', 'strang'] (in studies.v2_10k.cells.x)"]
+    assert _trained(r.stdout) == set() and not (work / "results/v2/v2_10k/x").exists()
+
+
+@pytest.mark.slow
+def test_a_fresh_clone_is_up_to_date_and_an_added_cell_plans_exactly_its_runs(tmp_path):
+    """On a clone of the committed repository (no checkpoints, nothing trained): `dvc status` is clean; a cell added to
+    a study makes `dvc repro --dry` re-execute the notebooks that read that study and the trainer plan only its runs."""
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+    assert UP_TO_DATE in dvc(clone, "status").stdout
+    params = yaml.safe_load((clone / "params.yaml").read_text())
+    params["studies"]["v2_10k"]["cells"]["parallel"] = {"solver": "parallel"}
+    (clone / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    dry = dvc(clone, "repro", "--dry").stdout
+    assert {ln.split("'")[1] for ln in dry.splitlines() if ln.startswith("Running stage")} == {
+        "03_budget", "04_steps", "05_design", "07_verdicts"}
+    would = [ln for ln in _fast_dry(clone).splitlines() if "would train" in ln]
+    assert would == ["v2_10k parallel: would train 6 runs (seeds [2300, 2301, 2302, 2303, 2304, 2305], 40 epochs, "
+                     "10000 training images)"]
