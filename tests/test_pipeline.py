@@ -31,6 +31,18 @@ def _fast_dry(work: Path) -> str:
     return r.stdout
 
 
+def _add_cell(work: Path, name: str, cell: dict) -> None:
+    """One edit of params.yaml: a cell under study v2_10k."""
+    params = yaml.safe_load((work / "params.yaml").read_text())
+    params["studies"]["v2_10k"]["cells"][name] = cell
+    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+def _dry_stages(work: Path) -> set:
+    """The stages `dvc repro --dry` would run."""
+    return {ln.split("'")[1] for ln in dvc(work, "repro", "--dry").stdout.splitlines() if ln.startswith("Running stage")}
+
+
 def _trained(log: str) -> set:
     """The (study, cell) groups a log shows training (their epoch lines)."""
     return {tuple(ln.split()[:2]) for ln in log.splitlines() if " epoch " in ln and ln.split()[0].startswith("v2_")}
@@ -74,12 +86,8 @@ def test_a_forced_rerun_reuses_every_committed_run(repro, tmp_path):
 @pytest.mark.slow
 def test_a_cell_added_to_params_yaml_is_all_that_trains(repro, tmp_path):
     work = _copy(repro, tmp_path)
-    params = yaml.safe_load((work / "params.yaml").read_text())
-    params["studies"]["v2_10k"]["cells"]["parallel"] = {"solver": "parallel"}
-    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    dry = dvc(work, "repro", "--dry").stdout
-    assert {ln.split("'")[1] for ln in dry.splitlines() if ln.startswith("Running stage")} == {
-        "03_budget", "04_steps", "05_design", "07_verdicts"}
+    _add_cell(work, "parallel", {"solver": "parallel"})
+    assert _dry_stages(work) == {"03_budget", "04_steps", "05_design", "07_verdicts"}
     assert [ln for ln in _fast_dry(work).splitlines() if "would train" in ln] == [
         "v2_10k parallel: would train 6 runs (seeds [2300, 2301, 2302, 2303, 2304, 2305], 4 epochs, 64 training images)"]
     log = dvc(work, "repro").stdout
@@ -91,9 +99,7 @@ def test_a_cell_added_to_params_yaml_is_all_that_trains(repro, tmp_path):
 @pytest.mark.slow
 def test_a_bad_cell_stops_dvc_repro_before_any_training(repro, tmp_path):
     work = _copy(repro, tmp_path)
-    params = yaml.safe_load((work / "params.yaml").read_text())
-    params["studies"]["v2_10k"]["cells"]["x"] = {"solver": "euler"}
-    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    _add_cell(work, "x", {"solver": "euler"})
     r = dvc(work, "repro", check=False)
     assert r.returncode != 0
     errors = [ln for ln in (r.stdout + r.stderr).splitlines() if ln.startswith("error:")]
@@ -109,12 +115,8 @@ def test_a_fresh_clone_is_up_to_date_and_an_added_cell_plans_exactly_its_runs(tm
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
     assert UP_TO_DATE in dvc(clone, "status").stdout
-    params = yaml.safe_load((clone / "params.yaml").read_text())
-    params["studies"]["v2_10k"]["cells"]["parallel"] = {"solver": "parallel"}
-    (clone / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    dry = dvc(clone, "repro", "--dry").stdout
-    assert {ln.split("'")[1] for ln in dry.splitlines() if ln.startswith("Running stage")} == {
-        "03_budget", "04_steps", "05_design", "07_verdicts"}
+    _add_cell(clone, "parallel", {"solver": "parallel"})
+    assert _dry_stages(clone) == {"03_budget", "04_steps", "05_design", "07_verdicts"}
     would = [ln for ln in _fast_dry(clone).splitlines() if "would train" in ln]
     assert would == ["v2_10k parallel: would train 6 runs (seeds [2300, 2301, 2302, 2303, 2304, 2305], 40 epochs, "
                      "10000 training images)"]
