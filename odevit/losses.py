@@ -1,7 +1,7 @@
 """Losses: trajectory MSE through teacher checkpoints, JaSMin, the published attention-map L1 term, top-k hits.
 
 The distillation objective's terms (`TERMS`, registered with `@term`): each a function of one batch's trajectory and
-the run's config, summed by `odevit.repro.objectives.distill`.
+the run's config, summed by `odevit.repro.pipeline.distill`.
 
 Cross-entropy with label smoothing is `torch.nn.functional.cross_entropy(..., label_smoothing=...)`.
 """
@@ -137,7 +137,7 @@ def topk_hits(logits: torch.Tensor, target: torch.Tensor, ks: Sequence[int] = (1
 
 
 # --- the distillation objective's terms ----------------------------------------------------------------------------
-# `odevit.repro.objectives.distill` sums `weight x term` over TERMS, in this order, for every term whose weight is
+# `odevit.repro.pipeline.distill` sums `weight x term` over TERMS, in this order, for every term whose weight is
 # > 0 (or `always`) and whose `from_epoch` has come. A term reads its options from the distill config by name (any
 # object with those attributes: the lab's `odevit.repro.config.Distill`). A new term is one `@term(...)` function
 # here and its fields (weight, options) in that config: nothing else changes.

@@ -265,7 +265,7 @@ def chdir_root(markers: tuple = ("params.yaml", "dvc.yaml")) -> str:
 
 def read_yaml(path: str, error: Optional[type] = None, hint: str = "run from the repository root") -> Dict[str, Any]:
     """A YAML file as a dict; `error` (default ConfigError) with one line naming the file when it is missing or is
-    not valid YAML (params.yaml here, plan.yaml in plan.load)."""
+    not valid YAML (params.yaml)."""
     error = error or ConfigError
     if not os.path.isfile(path):
         raise error(f"{path}: not found ({hint})")
@@ -407,7 +407,7 @@ SWITCH_KEYS = ("solver", "norm", "spectral_init_qkv", "dropout", "jasmin_weight"
                "schedule_points", "jasmin_maps_from", "attn_maps_after_dropout")
 
 
-if __name__ == "__main__":  # python -m odevit.repro.config STAGE: validate before any work (dvc.yaml runs this first)
+if __name__ == "__main__":  # python -m odevit.repro.config STAGE: validate before any work (the notebook runner does it)
     import sys
 
     from odevit.repro import config as _imported  # other modules raise odevit.repro.config.ConfigError, not __main__'s

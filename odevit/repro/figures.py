@@ -180,7 +180,7 @@ def teacher_runs(results: str = RESULTS) -> Dict[int, Dict[str, Any]]:
 
 
 def floor_fit(val_acc_pts: Sequence[float], floor_frac: float) -> Dict[str, Any]:
-    """The floor-slope rule's least-squares line over the last floor_frac of the epochs (plan_v2.yaml
+    """The floor-slope rule's least-squares line over the last floor_frac of the epochs (params.yaml
     rules.convergence): its epochs (1-based), fitted values and its gain (slope x window) in points."""
     y = np.asarray(val_acc_pts, dtype=float)
     w = max(2, int(round(floor_frac * len(y))))

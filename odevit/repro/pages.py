@@ -232,7 +232,7 @@ HEADER = """# The paper's numbers and claims, with verifiable sources
 
 ODE-ViT (Boned Riera, Romero Sánchez, Ramos Terrades; arXiv 2511.16501v1, Nov 2025); official code
 github.com/Bycarkos/ODE-ViT (README and code read at b41824d). Generated from `odevit/repro/paper.yaml`
-(`python -m odevit.repro.pages --paper`; tests/test_stats.py checks this file equals it). The plan's questions
+(`python -m odevit.repro.pages --paper`; tests/test_pages.py checks this file equals it). The plan's questions
 (params.yaml `studies.*.questions[].paper`) quote these numbers with the same sources.
 
 **What can be checked.** The paper's body (its sections, tables, equations) was not available to us. A reader can

@@ -42,7 +42,7 @@ PLAN_KEYS = ("version", "rules", "teacher", "studies", "publish")  # params.yaml
 
 
 def images(study: Dict[str, Any]) -> int:
-    """A study's training images (train_limit 0 = all 55,000), of either plan (plan.yaml and plan_v2.yaml write a
+    """A study's training images (train_limit 0 = all 55,000), as the plan writes a
     study's budget alike)."""
     return int(study["budget"]["train_limit"] or 55000)
 

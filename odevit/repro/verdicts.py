@@ -81,7 +81,7 @@ def measured_shifts(results: str = RESULTS, made: Optional[pd.DataFrame] = None)
 
 
 def decide(x: np.ndarray, q: Dict[str, Any], alpha: float) -> Dict[str, Any]:
-    """Mean, SD, the (1 - alpha) interval and the test's verdict (plan.yaml rules.verdict) of per-seed values x."""
+    """Mean, SD, the (1 - alpha) interval and the test's verdict (params.yaml rules: the test, its margin, alpha) of per-seed values x."""
     n = len(x)
     out = dict(n=n, mean=float(np.mean(x)) if n else math.nan, sd=float(np.std(x, ddof=1)) if n > 1 else math.nan,
                ci_low=math.nan, ci_high=math.nan, verdict=INCONCLUSIVE)

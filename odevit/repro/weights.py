@@ -38,15 +38,15 @@ ACC1_TOLERANCE = 0.001
 
 
 def v2_sources(plan_file: str = "params.yaml") -> Tuple[Dict[str, Dict[str, Any]], Dict[str, str]]:
-    """What `--v2` publishes (weights/v2), and what it cannot yet: plan v2's teacher, the seed selected on validation
+    """What `--publish` writes (weights/v2), and what it cannot yet: plan v2's teacher, the seed selected on validation
     (results/v2/teacher/selected.json), from the best.pt kept in git (weights/v2_teacher/best.pt), which must be that
-    seed's (sha256); then plan_v2.yaml's `publish` rows, each a study's cell at the seed with the best validation
+    seed's (sha256); then params.yaml's `publish` rows, each a study's cell at the seed with the best validation
     Acc@1 (ties: the first in the plan's order; the test set is never looked at). A row whose cell has not finished
     every seed is returned as pending (tag -> why) and left out, never published from part of its seeds."""
     p = pipeline.Plan(plan_file)
     selected = f"{pipeline.RESULTS}/teacher/selected.json"
     if not os.path.isfile(selected):
-        raise FileNotFoundError(f"{selected}: missing (plan v2's teacher is not trained and selected yet: make plan-v2)")
+        raise FileNotFoundError(f"{selected}: missing (the plan's teacher is not trained and selected yet: dvc repro 02_teacher)")
     sel = pipeline.read_json(selected)
     seed = int(sel["seed"])
     if not os.path.isfile(pipeline.KEPT_TEACHER) or sha256(pipeline.KEPT_TEACHER) != sel["sha256"]:
@@ -134,7 +134,7 @@ def publish(params_file: str = "params.yaml", root: Optional[str] = None) -> Dic
                                 # None: this run's architecture is not the registered one (load with hub.load)
                                 architecture=TAGS[tag][0] if e["model_kwargs"] == ARCH_KWARGS[TAGS[tag][0]] else None,
                                 description=TAGS[tag][1], parameters=int(sum(v.numel() for v in sd.values())),
-                                # metrics: what `python -m odevit.repro.evaluate TAG` gives (fp32, CPU), set below;
+                                # metrics: what `python -m odevit.repro.weights TAG` gives (fp32, CPU), set below;
                                 # run_metrics: the run's own evaluation (on its machine)
                                 run_metrics={k: m[k] for k in ("acc1", "acc3", "acc5") if k in m},
                                 schedule=m.get("checkpoints"),  # a distilled student's c_1..c_L (06 on these weights)
