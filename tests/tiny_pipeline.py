@@ -30,6 +30,7 @@ TINY = {
                      bound_steps=[2, 4, 8], attention_images=2, pca_samples=8, power_iters=3),
 }
 TINY_BUDGET = {"train_limit": 64, "epochs": 4}  # every study's: 2 batches an epoch, a floor window of 1 -> 2 epochs
+TINY_BUDGET_V3 = {"train_limit": 64, "epochs": 8}  # plan v3's studies: its floor window floor(0.25 x 8) = 2 epochs
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
@@ -40,6 +41,8 @@ def tiny_params() -> dict:
         params[block].update(copy.deepcopy(over))
     for s in params["studies"].values():
         s["budget"] = dict(TINY_BUDGET)
+    for s in (params.get("plan_v3") or {}).get("studies", {}).values():
+        s["budget"] = dict(TINY_BUDGET_V3)
     return params
 
 

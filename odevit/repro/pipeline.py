@@ -383,13 +383,15 @@ def tau_by_rule(distances: Sequence[float], ratio: float) -> float:
 
 
 class Plan:
-    """Plan v2 as the driver needs it: configs per study and cell, seeds, budgets, the teacher recipe, hashes."""
+    """One plan of params.yaml (v2, or v3 with v2's teacher) as the driver needs it: configs per study and cell, seeds, budgets, the teacher recipe, hashes."""
 
-    def __init__(self, path: str = "params.yaml"):
+    def __init__(self, path: str = "params.yaml", version: int = 2):
         from . import config
         from . import plan as plan_mod
 
-        self.path, self.plan = path, plan_mod.load(path)
+        self.path, self.version, self.plan = path, version, plan_mod.load(path, version)
+        self.results = plan_mod.RESULTS_OF[version]  # the plan's runs; the teacher's stay in RESULTS (plan v2's)
+        self.ckpts = f"checkpoints/v{version}"
         cfg = config.check_stage("cell", path)
         r = self.plan["rules"]
         self.base = config.merged(cfg["base"], precision=r["precision"])

@@ -38,7 +38,11 @@ QUESTION_KEYS = {"id", "family", "claim", "kind", "a", "b", "metric", "metric_b"
 TEACHER_KEYS = {"epochs", "augment", "lr", "weight_decay", "label_smoothing"}  # the recipe the plan fixes
 PLAN_TEACHER = TEACHER_KEYS | {"seeds", "weak"}  # the teacher block's keys the plan hash covers (the rest: its shape)
 HEADLINE = ("ref", "ce", "free")  # the headline cells: the budget curve (notebook 03_budget trains and draws them)
-PLAN_KEYS = ("version", "rules", "teacher", "studies", "publish")  # params.yaml's blocks that are the plan
+PLAN_KEYS = ("version", "rules", "teacher", "studies", "publish", "plan_v3")  # params.yaml's blocks that are plans
+V3_RULE_KEYS = {"alpha", "primary_family", "interval", "decide", "selection", "schedule", "convergence", "fairness",
+                "tau_rule", "precision", "machine", "remedy_draws", "power", "rounding", "made_by"}
+V3_QUESTION_KEYS = (QUESTION_KEYS - {"null", "margin_rule"}) | {"replicates", "delta", "delta_reason"}
+RESULTS_OF = {2: "results/v2", 3: "results/v3"}  # each plan's runs and claims (plan v3 uses plan v2's teacher)
 
 
 def images(study: Dict[str, Any]) -> int:
@@ -83,9 +87,7 @@ def _need(cond: bool, msg: str) -> None:
         raise PlanError(msg)
 
 
-def load(path: str = PLAN_FILE) -> Dict[str, Any]:
-    """The plan's blocks of params.yaml (PLAN_KEYS; the teacher block whole: its shape keys sit beside the recipe),
-    checked (PlanError naming the key on the first problem)."""
+def _read(path: str) -> Dict[str, Any]:
     import yaml
 
     if not os.path.exists(path):
@@ -93,8 +95,30 @@ def load(path: str = PLAN_FILE) -> Dict[str, Any]:
     with open(path) as f:
         params = yaml.safe_load(f)
     _need(isinstance(params, dict), f"{path}: a mapping of blocks expected")
-    plan = {k: params[k] for k in PLAN_KEYS if k in params}
-    check(plan, path)
+    return params
+
+
+def versions(path: str = PLAN_FILE) -> List[int]:
+    """The plans params.yaml holds, in the order they were fixed: [2] or [2, 3]."""
+    return [2] + ([3] if "plan_v3" in _read(path) else [])
+
+
+def load(path: str = PLAN_FILE, version: int = 2) -> Dict[str, Any]:
+    """One plan of params.yaml, checked (PlanError naming the key on the first problem). Plan v2: its top-level blocks
+    (version, rules, teacher, studies, publish; the teacher block whole: its shape keys sit beside the recipe).
+    Plan v3: the `plan_v3` block's rules and studies, with the same teacher block (plan v2's teacher)."""
+    params = _read(path)
+    if version == 2:
+        plan = {k: params[k] for k in PLAN_KEYS if k in params and k != "plan_v3"}
+        check(plan, path)
+        if "plan_v3" in params:  # a later plan in the file is checked with the first (one error, before any work)
+            load(path, 3)
+        return plan
+    _need(version == 3 and isinstance(params.get("plan_v3"), dict), f"{path}: plan_v3: no such block (plan {version})")
+    v3 = params["plan_v3"]
+    plan = {"version": v3.get("version"), "rules": v3.get("rules"), "teacher": params.get("teacher"),
+            "studies": v3.get("studies")}
+    check_v3(plan, path, {int(x) for s in (params.get("studies") or {}).values() for x in s.get("seeds", [])})
     return plan
 
 
@@ -153,6 +177,66 @@ def check(plan: Any, path: str = PLAN_FILE) -> None:
               f"< {POWER_MIN} at the paper's effect: add seeds, or say why in pilot.note")
 
 
+def check_v3(plan: Dict[str, Any], path: str, earlier_seeds: set) -> None:
+    """Plan v3's block: its rules (every verdict rule inside), studies with fresh seeds (none of plan v2's), questions
+    with a smallest effect of interest (superiority: delta) or a margin (equivalence), and the power its seeds reach."""
+    w = f"{path}: plan_v3"
+    _need(plan["version"] == 3, f"{w}.version: 3 expected")
+    r = plan["rules"]
+    _need(isinstance(r, dict) and set(r) == V3_RULE_KEYS, f"{w}.rules must give exactly {sorted(V3_RULE_KEYS)}")
+    _need(isinstance(r["alpha"], float) and 0 < r["alpha"] < 0.5, f"{w}.rules.alpha must be in (0, 0.5)")
+    _need(r["interval"] == "two_one_sided", f"{w}.rules.interval: two_one_sided (the deciding interval)")
+    sch = r["schedule"]
+    _need(isinstance(sch, dict) and 0 <= sch.get("lr_floor", -1) < 1 and 0 < sch.get("floor_frac", 0) < 1
+          and sch.get("window") == "floor", f"{w}.rules.schedule: lr_floor in [0, 1), floor_frac in (0, 1), window: floor")
+    c = r["convergence"]
+    _need(isinstance(c, dict) and c.get("rule") == "learning_left" and 0 < c.get("alpha_row", 0) < 0.5
+          and c.get("horizon", 0) > 0, f"{w}.rules.convergence: rule learning_left, alpha_row in (0, 0.5), horizon > 0")
+    _need(r["machine"] == "one_type_per_study", f"{w}.rules.machine: one_type_per_study")
+    _need(r["remedy_draws"] in ("per_seed", "shared"), f"{w}.rules.remedy_draws: per_seed | shared")
+    _need(float(r["tau_rule"].get("ratio", 0)) > 0, f"{w}.rules.tau_rule.ratio must be > 0")
+    _need(r["precision"] in ("fp32", "bf16", "auto"), f"{w}.rules.precision: fp32 | bf16 | auto")
+    _need(0 < r["power"].get("target", 0) < 1 and 0 < r["power"].get("sd_confidence", 0) < 1,
+          f"{w}.rules.power: target and sd_confidence in (0, 1)")
+    studies = plan["studies"]
+    _need(isinstance(studies, dict) and studies, f"{w}.studies must map names to studies")
+    fams = families(plan)
+    _need(r["primary_family"] in fams, f"{w}.rules.primary_family '{r['primary_family']}' has no question")
+    seen: Dict[int, str] = {}
+    for name, s in studies.items():
+        where = f"{w}.studies.{name}"
+        _need(isinstance(s, dict) and set(s) <= STUDY_KEYS, f"{where}: keys must be among {sorted(STUDY_KEYS)}")
+        b = s.get("budget") or {}
+        _need(set(b) == {"train_limit", "epochs"} and b["train_limit"] >= 0 and b["epochs"] >= 8,
+              f"{where}.budget: train_limit >= 0 and epochs >= 8 (the floor window needs >= 2 epochs)")
+        for x in s["seeds"]:
+            _need(isinstance(x, int) and x not in seen and x not in earlier_seeds,
+                  f"{where}.seeds: {x} is not a fresh integer seed (already {seen.get(x, 'plan v2')}'s)")
+            seen[x] = name
+        cells = s.get("cells") or {}
+        for cname, ov in cells.items():
+            _need(ov is None or (isinstance(ov, dict) and ov.get("teacher", "strong") in ("strong", "weak")),
+                  f"{where}.cells.{cname}: a dict of distill overrides; teacher: strong (default) | weak")
+        for q in s["questions"]:
+            qw = f"{where}.questions[{q.get('id')}]"
+            _need(set(q) <= V3_QUESTION_KEYS, f"{qw}: unknown key {sorted(set(q) - V3_QUESTION_KEYS)}")
+            _need(q.get("kind") in ("paired", "within") and q.get("test") in ("superiority", "equivalence")
+                  and q.get("direction") in DIRECTIONS, f"{qw}: kind paired | within, test superiority | equivalence")
+            _need(q.get("a") in cells and (q["kind"] != "paired" or q.get("b") in cells),
+                  f"{qw}: a (and b for paired) must be cells of the study")
+            if q["test"] == "superiority":
+                _need(q.get("direction") == "greater" and float(q.get("delta") or 0) > 0 and q.get("delta_reason"),
+                      f"{qw}: superiority needs direction greater, delta > 0 (the smallest effect of interest) and "
+                      "delta_reason")
+            else:
+                _need(float(q.get("margin") or 0) > 0 and q.get("margin_reason"), f"{qw}: equivalence needs margin > 0 "
+                      "and margin_reason")
+    for row in power_rows(plan):
+        _need(row["test"] != "superiority" or row["power"] >= float(r["power"]["target"]),
+              f"{w}.studies.{row['study']}: {row['id']} reaches power {row['power']:.2f} < {r['power']['target']} at "
+              f"delta {row['delta']} with {row['seeds']} seeds (needs {row['seeds_needed']}): add seeds")
+
+
 def family_of(s: Dict[str, Any], q: Dict[str, Any]) -> str:
     return q.get("family", s["family"])
 
@@ -179,7 +263,37 @@ def study_hash(plan: Dict[str, Any], name: Optional[str]) -> str:
     return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
+def power_at_delta(delta: float, sd: float, n: int, alpha: float) -> float:
+    """Plan v3's power of a superiority row: P(contradicts | true effect 0) = P(supports | true effect delta) for the
+    (1 - 2 alpha) paired-t interval (high < delta, resp. low > 0): the one-sided t test's power at delta."""
+    if n < 2 or sd <= 0:
+        raise ValueError("power_at_delta: need n >= 2 and sd > 0")
+    df = n - 1
+    return float(1.0 - _cdf(float(st.t.ppf(1 - alpha, df)), df, delta / (sd / math.sqrt(n))))
+
+
+def tost_power(sd: float, n: int, alpha: float, margin: float, effect: float = 0.0) -> float:
+    """P(TOST passes at alpha) at a true `effect` (the (1 - 2 alpha) interval inside +-margin); the equivalence
+    branch of `power`."""
+    df, se = n - 1, sd / math.sqrt(n)
+    tc = st.t.ppf(1 - alpha, df)
+    return float(max(0.0, 1.0 - _cdf(tc, df, (effect + margin) / se) - _cdf(tc, df, (margin - effect) / se)))
+
+
+def false_alarm(alpha_row: float, runs: int) -> float:
+    """Plan v3's convergence rule on flat runs: the chance that any of a row's `runs` is flagged as still learning,
+    each tested at alpha_row / runs (independent runs): 1 - (1 - alpha_row / runs) ** runs (<= alpha_row)."""
+    return 1.0 - (1.0 - alpha_row / runs) ** runs
+
+
+def row_runs(s: Dict[str, Any], q: Dict[str, Any]) -> int:
+    """The runs a row uses: its cells' seeds (a paired row two cells, a within-run row one)."""
+    return len(s["seeds"]) * (2 if q["kind"] == "paired" else 1)
+
+
 def power_rows(plan: Dict[str, Any]) -> List[Dict[str, Any]]:
+    if plan.get("version") == 3:
+        return _power_rows_v3(plan)
     rows = []
     for name, s in plan["studies"].items():
         n = len(s["seeds"])
@@ -199,13 +313,46 @@ def power_rows(plan: Dict[str, Any]) -> List[Dict[str, Any]]:
     return rows
 
 
+def _power_rows_v3(plan: Dict[str, Any]) -> List[Dict[str, Any]]:
+    r = plan["rules"]
+    target, conf = float(r["power"]["target"]), float(r["power"]["sd_confidence"])
+    rows = []
+    for name, s in plan["studies"].items():
+        n = len(s["seeds"])
+        for q in s["questions"]:
+            fam = family_of(s, q)
+            a = alpha_each(plan, fam)
+            pilot = q["pilot"]
+            sd = planning_sd(pilot["sd"], pilot["n"], conf)
+            if q["test"] == "superiority":
+                d = float(q["delta"])
+                pw = power_at_delta(d, sd, n, a)
+                need = next((k for k in range(2, 201) if power_at_delta(d, sd, k, a) >= target), None)
+            else:
+                d = float(q["margin"])
+                pw = tost_power(sd, n, a, d)
+                need = next((k for k in range(2, 201) if tost_power(sd, k, a, d) >= target), None)
+            R = row_runs(s, q)
+            mu, se, df = float(pilot["mean"]), sd / math.sqrt(n), n - 1
+            tc = float(st.t.ppf(1 - a, df))  # P(the deciding interval lies outside the margin / below delta | pilot mean)
+            outside = (_cdf(-tc, df, (mu + d) / se) + 1.0 - _cdf(tc, df, (mu - d) / se) if q["test"] == "equivalence"
+                       else _cdf(-tc, df, (mu - d) / se))
+            rows.append(dict(study=name, family=fam, id=q["id"], test=q["test"], seeds=n, alpha_each=a,
+                             pilot_sd=pilot["sd"], planning_sd=sd, delta=d, power=pw, pilot_mean=mu,
+                             power_contradicts_at_pilot=float(outside),
+                             seeds_needed=need if need is not None else ">200", runs=R,
+                             false_alarm=false_alarm(float(r["convergence"]["alpha_row"]), R)))
+    return rows
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description="Check the plan in params.yaml and print (or write) its power table")
     ap.add_argument("--plan", default=PLAN_FILE)
+    ap.add_argument("--version", type=int, default=None, help="2 or 3 (default: the newest plan in the file)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
     try:
-        plan = load(a.plan)
+        plan = load(a.plan, a.version or versions(a.plan)[-1])
     except PlanError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -213,9 +360,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     if a.out:
         os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
         t.round(4).to_csv(a.out, index=False)
+    cols = (["study", "family", "id", "test", "seeds", "alpha_each", "planning_sd", "delta", "power", "seeds_needed",
+             "pilot_mean", "power_contradicts_at_pilot", "false_alarm"] if plan["version"] == 3 else
+            ["study", "family", "id", "test", "seeds", "alpha_each", "planning_sd", "paper_effect", "power_paper",
+             "pilot_effect", "power_pilot"])
     with pd.option_context("display.width", 200, "display.max_columns", 20):
-        print(t[["study", "family", "id", "test", "seeds", "alpha_each", "planning_sd", "paper_effect", "power_paper",
-                 "pilot_effect", "power_pilot"]].round(3).to_string(index=False))
+        print(f"plan v{plan['version']} ({a.plan}): every study's hash " + ", ".join(
+            f"{k} {study_hash(plan, k)}" for k in plan["studies"]))
+        print(t[cols].round(3).to_string(index=False))
     return 0
 
 
