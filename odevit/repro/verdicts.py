@@ -37,9 +37,11 @@ COLORS = {SUPPORTS: "#1b9e77", CONTRADICTS: "#d95f02", INCONCLUSIVE: "#7570b3"}
 
 
 def runs(results: str = RESULTS) -> pd.DataFrame:
-    """One row per finished v2 student run (metrics.json), accuracies in percentage points."""
+    """One row per finished student run of the plan whose folder `results` is (results/v2: studies v2_*, results/v3:
+    v3_*; metrics.json), accuracies in percentage points."""
     rows = []
-    for f in sorted(glob.glob(os.path.join(results, "v2_*", "*", "s*", "metrics.json"))):
+    prefix = "v3_" if os.path.basename(os.path.normpath(results)) == "v3" else "v2_"
+    for f in sorted(glob.glob(os.path.join(results, f"{prefix}*", "*", "s*", "metrics.json"))):
         with open(f) as fh:
             m = json.load(fh)
         r = {k: v for k, v in m.items() if not isinstance(v, (dict, list))}
@@ -314,15 +316,206 @@ def write(plan: Dict[str, Any], results: str = RESULTS, out: str = RESULTS) -> p
     return claims
 
 
+# ---------------------------------------------------------------------------------------------------------------------
+# Plan v3 (params.yaml plan_v3.rules): the deciding interval is the (1 - 2 alpha_each) paired-t interval; superiority
+# rows decide against 0 and their smallest effect of interest delta; the convergence rule asks whether the learning a
+# run has left could change its row's verdict.
+
+RESULTS_V3 = "results/v3"
+UNSETTLED = "unsettled"
+
+
+def floor_window(epochs: int, floor_frac: float) -> int:
+    """Plan v3's floor window: floor(floor_frac x epochs) epochs (rules.schedule.window: floor), at least 2."""
+    return max(2, int(math.floor(floor_frac * epochs + 1e-9)))
+
+
+def learning_left(val_acc1: Any, floor_frac: float, alpha_run: float, horizon: float) -> Dict[str, float]:
+    """Plan v3's rule on one run (validation Acc@1 per epoch, fractions): the OLS slope of the floor window's accuracies
+    (pt per epoch) and its one-sided p (scipy.stats.linregress, alternative 'greater'); flagged iff p < alpha_run;
+    the learning left g = max(0, fit(last epoch) + slope x horizon x window - best validation Acc@1) for a flagged run,
+    else 0 (pt)."""
+    y = np.asarray(val_acc1, dtype=float) * 100.0
+    w = floor_window(len(y), floor_frac)
+    yy, xx = y[-w:], np.arange(w, dtype=float)
+    if np.ptp(yy) == 0:  # a constant window: no trend (linregress needs variation)
+        return dict(window=w, slope=0.0, p=1.0, flagged=False, g=0.0)
+    fit = st.linregress(xx, yy, alternative="greater")
+    flagged = bool(fit.pvalue < alpha_run)
+    end = fit.intercept + fit.slope * (w - 1)
+    g = max(0.0, end + fit.slope * horizon * w - float(y.max())) if flagged else 0.0
+    return dict(window=w, slope=float(fit.slope), p=float(fit.pvalue), flagged=flagged, g=float(g))
+
+
+def decide_v3(x: np.ndarray, q: Dict[str, Any], alpha: float) -> Dict[str, Any]:
+    """Mean, SD, the deciding (1 - 2 alpha) interval [low, high] and the verdict of per-seed values x (plan v3's
+    rules.decide): superiority supports iff low > 0, contradicts iff high < delta (and not supports); equivalence
+    supports iff the interval lies inside +-margin, contradicts iff it lies outside."""
+    n = len(x)
+    out = dict(n=n, mean=float(np.mean(x)) if n else math.nan, sd=float(np.std(x, ddof=1)) if n > 1 else math.nan,
+               level=1 - 2 * alpha, decide_low=math.nan, decide_high=math.nan, verdict=INCONCLUSIVE)
+    if n < 2:
+        return out
+    half = float(st.t.ppf(1 - alpha, n - 1)) * out["sd"] / math.sqrt(n)
+    lo, hi = out["mean"] - half, out["mean"] + half
+    out.update(decide_low=lo, decide_high=hi)
+    if q["test"] == "superiority":
+        delta = float(q["delta"])
+        if lo > 0:
+            out["verdict"] = SUPPORTS
+        elif hi < delta:
+            out["verdict"] = CONTRADICTS
+    else:
+        m = float(q["margin"])
+        if -m < lo and hi < m:
+            out["verdict"] = SUPPORTS
+        elif lo > m or hi < -m:
+            out["verdict"] = CONTRADICTS
+    return out
+
+
+def histories(results: str, study: str, cell: str, seeds: List[int]) -> Dict[int, List[float]]:
+    """Validation Acc@1 per epoch (fractions) of a cell's runs that have a history.csv."""
+    out = {}
+    for x in seeds:
+        f = os.path.join(results, study, cell, f"s{x}", "history.csv")
+        if os.path.exists(f):
+            out[x] = pd.read_csv(f)["val_acc1"].tolist()
+    return out
+
+
+def _v2_rows(path: str = os.path.join(RESULTS, "claims.csv")) -> Dict[str, Dict[str, Any]]:
+    if not os.path.exists(path):
+        return {}
+    return {r["question"]: r for r in pd.read_csv(path).to_dict("records")}
+
+
+def against_v2(v3: str, v2: Optional[Dict[str, Any]]) -> str:
+    """What a plan v3 row says of the plan v2 row it replicates (same question id)."""
+    if not v2:
+        return "no plan v2 row"
+    v2_final, v2_test = v2.get("verdict"), v2.get("verdict_test")
+    if v3 not in (SUPPORTS, CONTRADICTS):
+        return f"not decided (plan v2: {v2_final})"
+    if v2_final == v3:
+        return f"replicates plan v2 ({v2_final})"
+    if v2_final in (SUPPORTS, CONTRADICTS):
+        return f"overturns plan v2 ({v2_final})"
+    if v2_test == v3:
+        return f"decides what plan v2 left open ({v2_final}; its test alone: {v2_test})"
+    return f"overturns plan v2's reading ({v2_final}; its test alone: {v2_test})"
+
+
+def judge_v3(plan: Dict[str, Any], r: pd.DataFrame, t: Dict[str, Any], results: str = RESULTS_V3,
+             v2: Optional[Dict[str, Dict[str, Any]]] = None) -> pd.DataFrame:
+    """Every question of plan v3 as one row, in the plan's order, by its rules (docstring of decide_v3, learning_left)."""
+    rules = plan["rules"]
+    conv = rules["convergence"]
+    floor_frac = float(rules["schedule"]["floor_frac"])
+    fams = plan_mod.families(plan)
+    v2 = _v2_rows() if v2 is None else v2
+    out = []
+    for name, s in plan["studies"].items():
+        seeds = [int(x) for x in s["seeds"]]
+        rs = r[r.study == name] if not r.empty else r
+        for q in s["questions"]:
+            fam = plan_mod.family_of(s, q)
+            a = plan_mod.alpha_each(plan, fam)
+            x = values(q, rs, seeds, t)
+            cells = [q["a"]] + ([q["b"]] if q["kind"] == "paired" else [])
+            used = rs[rs.cell.isin(cells) & rs.seed.isin(seeds)] if not rs.empty else rs
+            R = plan_mod.row_runs(s, q)
+            row = dict(plan="v3", study=name, family=fam, primary=fam == rules["primary_family"], question=q["id"],
+                       replicates=q.get("replicates"), claim=q["claim"], test=q["test"],
+                       delta=float(q["delta"]) if q["test"] == "superiority" else math.nan,
+                       margin=float(q["margin"]) if q["test"] == "equivalence" else math.nan, alpha_each=a,
+                       seeds=len(seeds), budget=f"{plan_mod.images(s)} images x {s['budget']['epochs']} epochs",
+                       plan_hash=plan_mod.study_hash(plan, name))
+            d = decide_v3(x.to_numpy(dtype=float), q, a)
+            row.update({k: d[k] for k in ("n", "mean", "sd", "level", "decide_low", "decide_high")})
+            row["verdict_test"] = d["verdict"] if d["n"] >= 2 else None
+            # the learning left of every run the row uses, on the verdict's metric (validation Acc@1 at best.pt)
+            g = {c: {} for c in cells}
+            flagged = []
+            for c in cells:
+                for seed, h in histories(results, name, c, seeds).items():
+                    ll = learning_left(h, floor_frac, float(conv["alpha_row"]) / R, float(conv["horizon"]))
+                    g[c][seed] = ll["g"]
+                    if ll["flagged"]:
+                        flagged.append(f"{c} s{seed} (+{ll['g']:.2f})")
+            row.update(still_learning=f"{len(flagged)} of {len(used)}" + (": " + ", ".join(flagged) if flagged else ""),
+                       false_alarm=plan_mod.false_alarm(float(conv["alpha_row"]), R))
+            shift_up = shift_down = math.nan
+            moved = set()
+            if d["n"] >= 2:
+                ga = pd.Series({k: g[q["a"]].get(k, 0.0) for k in x.index})
+                gb = pd.Series({k: g[cells[-1]].get(k, 0.0) for k in x.index})
+                up, down = x + ga, x - gb
+                shift_up, shift_down = float(ga.mean()), float(gb.mean())
+                moved = {decide_v3(v.to_numpy(dtype=float), q, a)["verdict"] for v in (up, down)} - {d["verdict"]}
+            row.update(learning_left_up=shift_up, learning_left_down=shift_down)
+            hashes = set(used.plan_hash) if len(used) else set()
+            row["post_hoc"] = bool(hashes - {row["plan_hash"]})
+            devices = set(used.device) if len(used) else set()
+            row["device"] = ", ".join(sorted(devices))
+            fair = None
+            if q["kind"] == "paired" and dict(s["cells"][q["b"]] or {}).get("free"):
+                free_mean = float(rs[rs.cell == q["b"]].acc1.mean()) if len(rs) else math.nan
+                fair = bool(t["acc1"] > free_mean) if not math.isnan(free_mean) else None
+                row["teacher_minus_free"] = t["acc1"] - free_mean
+            row["fair"] = fair
+            if len(x) < len(seeds) or len(used) < len(cells) * len(seeds):
+                verdict = f"not measured yet ({len(x)} of {len(seeds)} seeds)"
+            elif len(devices) > 1:
+                verdict = f"mixed machines ({', '.join(sorted(devices))}): against rules.machine"
+            elif fair is False:
+                verdict = "unfair (teacher not above free)"
+            elif moved:
+                verdict = (f"{UNSETTLED}: the learning left could make it {' or '.join(sorted(moved))} (mean "
+                           f"+{shift_up:.2f} / -{shift_down:.2f} pt)")
+            else:
+                verdict = d["verdict"]
+            row["verdict"] = verdict
+            row["effect_vs_delta"] = ("gain below delta" if verdict == SUPPORTS and q["test"] == "superiority"
+                                      and d["decide_high"] < float(q["delta"]) else "")
+            row["holds_across_families"] = (decide_v3(x.to_numpy(dtype=float), q, a / len(fams))["verdict"] == verdict
+                                            if verdict in (SUPPORTS, CONTRADICTS) else None)
+            row["against_v2"] = against_v2(verdict, v2.get(q.get("replicates")))
+            out.append(row)
+    return pd.DataFrame(out)
+
+
+COLUMNS_V3 = ["family", "question", "budget", "n", "mean", "level", "decide_low", "decide_high", "delta", "margin",
+              "still_learning", "verdict", "against_v2"]
+
+
+def write_v3(plan: Dict[str, Any], results: str = RESULTS_V3, out: str = RESULTS_V3) -> pd.DataFrame:
+    """Plan v3's claims.csv, claims.md and power.csv in `out`, from its runs in `results` (plan v2's teacher)."""
+    from .files import write_csv, write_text
+
+    t = teacher(RESULTS)
+    claims = judge_v3(plan, runs(results), t, results)
+    write_csv(claims.round(4), os.path.join(out, "claims.csv"))
+    write_csv(pd.DataFrame(plan_mod.power_rows(plan)).round(4), os.path.join(out, "power.csv"))
+    write_text(f"Plan v3. Teacher (plan v2's): seed {t['seed']}, test Acc@1 {t['acc1']:.2f} %.\n\n"
+               + claims[COLUMNS_V3].round(2).to_markdown(index=False) + "\n", os.path.join(out, "claims.md"))
+    return claims
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description="The plan's verdicts from its runs' files")
     ap.add_argument("--plan", default=plan_mod.PLAN_FILE)
     ap.add_argument("--results", default=RESULTS)
     ap.add_argument("--out", default=RESULTS)
+    ap.add_argument("--version", type=int, default=2, help="2 (results/v2) or 3 (results/v3)")
     a = ap.parse_args(argv)
-    claims = write(plan_mod.load(a.plan), a.results, a.out)
+    if a.version == 3:
+        res = RESULTS_V3 if a.results == RESULTS else a.results
+        claims, cols = write_v3(plan_mod.load(a.plan, 3), res, RESULTS_V3 if a.out == RESULTS else a.out), COLUMNS_V3
+    else:
+        claims, cols = write(plan_mod.load(a.plan), a.results, a.out), COLUMNS
     with pd.option_context("display.width", 250, "display.max_columns", 20, "display.max_colwidth", 40):
-        print(claims[COLUMNS].round(2).to_string(index=False))
+        print(claims[cols].round(2).to_string(index=False))
     return 0
 
 
