@@ -45,7 +45,13 @@ def _dry_stages(work: Path) -> set:
 
 def _trained(log: str) -> set:
     """The (study, cell) groups a log shows training (their epoch lines)."""
-    return {tuple(ln.split()[:2]) for ln in log.splitlines() if " epoch " in ln and ln.split()[0].startswith("v2_")}
+    return {tuple(ln.split()[:2]) for ln in log.splitlines() if " epoch " in ln and ln.split()[0][:3] in ("v2_", "v3_")}
+
+
+def _studies(plan: dict) -> dict:
+    """study -> (its plan's results folder, its block): plan v2's studies, then plan v3's."""
+    return {**{s: ("results/v2", b) for s, b in plan["studies"].items()},
+            **{s: ("results/v3", b) for s, b in (plan.get("plan_v3") or {}).get("studies", {}).items()}}
 
 
 @pytest.mark.slow
@@ -63,15 +69,19 @@ def test_every_stage_made_its_outputs_and_nothing_is_left_to_do(repro):
             name == "07_verdicts" and (repro / "results/v2/verdicts_v2_headline.png").exists(), name
     log = (repro / "repro.log").read_text()
     trained = _trained(log)
-    cells = {(s, c) for s, st in plan["studies"].items() for c in st["cells"]}
-    assert trained == cells  # every cell of the plan, each trained by a notebook
+    studies = _studies(plan)
+    cells = {(s, c) for s, (_, st) in studies.items() for c in st["cells"]}
+    assert trained == cells and any(s.startswith("v3_") for s, _ in cells)  # every cell of both plans, by a notebook
     for s, c in cells:
-        key = json.loads((repro / f"results/v2/{s}/{c}/key.json").read_text())
-        seeds = plan["studies"][s]["seeds"]
-        assert key["parts"]["cell"] == c and key["parts"]["seeds"] == seeds
-        assert all((repro / f"results/v2/{s}/{c}/s{x}/metrics.json").exists() for x in seeds)
+        res, st = studies[s]
+        key = json.loads((repro / f"{res}/{s}/{c}/key.json").read_text())
+        assert key["parts"]["cell"] == c and key["parts"]["seeds"] == st["seeds"]
+        assert all((repro / f"{res}/{s}/{c}/s{x}/metrics.json").exists() for x in st["seeds"])
     claims = pd.read_csv(repro / "results/v2/claims.csv")
     assert list(claims.question) == [q["id"] for st in plan["studies"].values() for q in st["questions"]]
+    claims3 = pd.read_csv(repro / "results/v3/claims.csv")
+    assert list(claims3.question) == [q["id"] for st in plan["plan_v3"]["studies"].values() for q in st["questions"]]
+    assert not claims3.verdict.str.startswith("not measured").any()  # every v3 row computed from its runs
     assert UP_TO_DATE in dvc(repro, "status").stdout
 
 
@@ -79,7 +89,7 @@ def test_every_stage_made_its_outputs_and_nothing_is_left_to_do(repro):
 def test_a_forced_rerun_reuses_every_committed_run(repro, tmp_path):
     work = _copy(repro, tmp_path)
     log = dvc(work, "repro", "--force", "03_budget").stdout
-    assert _trained(log) == set() and log.count(": reused (") == 4 * 3  # 4 studies x the 3 headline cells
+    assert _trained(log) == set() and log.count(": reused (") == (4 + 3) * 3  # v2's 4 and v3's 3 studies x 3 cells
     assert UP_TO_DATE in dvc(work, "status").stdout
 
 
@@ -108,15 +118,34 @@ def test_a_bad_cell_stops_dvc_repro_before_any_training(repro, tmp_path):
     assert _trained(r.stdout) == set() and not (work / "results/v2/v2_10k/x").exists()
 
 
+def _unmade(root: Path) -> list:
+    """The trainer's dry-run lines for the plan cells whose runs are not committed in `root` (plan v3's while they are
+    being made), in the trainer's order."""
+    out = []
+    for s, (res, st) in _studies(yaml.safe_load((root / "params.yaml").read_text())).items():
+        for c in st["cells"]:
+            if not all((root / f"{res}/{s}/{c}/s{x}/metrics.json").exists() for x in st["seeds"]):
+                out.append(f"{s} {c}: would train {len(st['seeds'])} runs (seeds {st['seeds']}, {st['budget']['epochs']} "
+                           f"epochs, {st['budget']['train_limit'] or 'all'} training images)")
+    return out
+
+
 @pytest.mark.slow
 def test_a_fresh_clone_is_up_to_date_and_an_added_cell_plans_exactly_its_runs(tmp_path):
-    """On a clone of the committed repository (no checkpoints, nothing trained): `dvc status` is clean; a cell added to
-    a study makes `dvc repro --dry` re-execute the notebooks that read that study and the trainer plan only its runs."""
+    """On a clone of the committed repository (no checkpoints, nothing trained): `dvc status` is clean but for the
+    stages whose plan v3 runs are still being made, and the trainer plans exactly those runs; a cell added to a study
+    makes `dvc repro --dry` re-execute the notebooks that read that study and the trainer plan only its runs more."""
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
-    assert UP_TO_DATE in dvc(clone, "status").stdout
+    unmade = _unmade(clone)
+    waiting = {"03_budget", "04_steps", "05_design", "07_verdicts"}
+    if unmade:
+        assert _dry_stages(clone) == waiting
+    else:
+        assert UP_TO_DATE in dvc(clone, "status").stdout
+    assert [ln for ln in _fast_dry(clone).splitlines() if "would train" in ln] == unmade
     _add_cell(clone, "parallel", {"solver": "parallel"})
-    assert _dry_stages(clone) == {"03_budget", "04_steps", "05_design", "07_verdicts"}
+    assert _dry_stages(clone) == waiting
     would = [ln for ln in _fast_dry(clone).splitlines() if "would train" in ln]
     assert would == ["v2_10k parallel: would train 6 runs (seeds [2300, 2301, 2302, 2303, 2304, 2305], 40 epochs, "
-                     "10000 training images)"]
+                     "10000 training images)"] + unmade

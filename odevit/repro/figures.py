@@ -164,6 +164,26 @@ def coverage(plan: Dict[str, Any], runs: pd.DataFrame, studies: Sequence[str], c
     return pd.DataFrame(out)
 
 
+def coverage_v3(plan_file: str, group: str) -> pd.DataFrame:
+    """Plan v3's cells that a training notebook makes (fast.notebook_cells `group`): per study and cell the seeds made
+    of those planned, their mean test Acc@1, best epochs and machine (what 07_verdicts' rows wait for)."""
+    from .fast import notebook_cells
+
+    plan = plan_mod.load(plan_file, 3)
+    runs = verdicts.runs(verdicts.RESULTS_V3)
+    cells = notebook_cells(plan_file, group)
+    out = []
+    for name, s in plan["studies"].items():
+        seeds = [int(x) for x in s["seeds"]]
+        for cell in (c for c in s["cells"] if c in cells):
+            got = runs[(runs.study == name) & (runs.cell == cell) & runs.seed.isin(seeds)] if len(runs) else runs
+            out.append({"study": name, "training images": images(s), "cell": cell, "seeds made": f"{len(got)} of {len(seeds)}",
+                        "mean test Acc@1 (%)": acc(got.acc1.mean()) if len(got) else "–",
+                        "best epochs": ", ".join(str(int(e)) for e in got.best_epoch) if len(got) else "–",
+                        "machine": ", ".join(sorted(set(got.device))) if len(got) else "–"})
+    return pd.DataFrame(out)
+
+
 # --- 08: the teacher ----------------------------------------------------------------------------------------------
 
 def teacher_runs(results: str = RESULTS) -> Dict[int, Dict[str, Any]]:

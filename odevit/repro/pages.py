@@ -497,7 +497,54 @@ def v2_key(root: str = ".") -> str:
 
 row_label = _v2_label  # the same words for the notebooks (odevit.repro.figures)
 
-PLAN_SECTIONS: Dict[str, Callable[[str], str]] = {"v2-claims": v2_claims, "v2-key": v2_key, "v2-verdicts": v2_verdicts}
+V3_CLAIMS = "results/v3/claims.csv"
+
+
+def v3_progress(root: str = ".") -> List[Tuple[str, int, int]]:
+    """Per plan v3 study: (name, runs made, runs planned) from the run folders (metrics.json)."""
+    from . import plan as plan_mod
+
+    plan = plan_mod.load(os.path.join(root, "params.yaml"), 3)
+    out = []
+    for name, st in plan["studies"].items():
+        made = sum(os.path.exists(os.path.join(root, "results/v3", name, c, f"s{x}", "metrics.json"))
+                   for c in st["cells"] for x in st["seeds"])
+        out.append((name, made, len(st["cells"]) * len(st["seeds"])))
+    return out
+
+
+def v3_claims(root: str = ".") -> str:
+    """The README's first results: plan v3's rows (results/v3/claims.csv, notebook 07_verdicts), each with its deciding
+    interval, its verdict and what it says of the plan v2 row it replicates; how many of its runs are made."""
+    prog = v3_progress(root)
+    made, total = sum(p[1] for p in prog), sum(p[2] for p in prog)
+    head = (f"Plan v3's runs made so far: {made} of {total} (" + ", ".join(f"{n} {a} of {b}" for n, a, b in prog)
+            + "); `dvc repro` makes the rest, resumable, each study on one machine type.")
+    path = os.path.join(root, V3_CLAIMS)
+    if not os.path.exists(path):
+        return head + " No row is computed yet (notebook 07_verdicts writes results/v3/claims.csv)."
+    c = _read_claims(path)
+    decided = c[c.verdict.isin(["supports", "contradicts"])]
+    lines = [head, "", f"**Decided**: {len(decided)} of {len(c)} rows." + (
+        " " + "; ".join(f"{r.question} *{r.verdict}*" for r in decided.itertuples()) if len(decided) else ""), "",
+        "| row | training images | seeds | mean difference, pt | deciding interval | smallest effect / margin | verdict "
+        "| against plan v2 |", "|---|---|---|---|---|---|---|---|"]
+    for r in c.itertuples():
+        bound = (f"δ {r.delta:g} pt" if r.test == "superiority" else f"±{r.margin:g} pt")
+        measured = not na(r.mean) and r.n >= 2
+        lines.append(f"| {r.question} | {budget_images(r.budget):,} | {r.n} of {r.seeds} | "
+                     + (f"{pt(r.mean)} | {ci(r.decide_low, r.decide_high, True, 2)} ({r.level:.1%})" if measured
+                        else "– | –") + f" | {bound} | *{r.verdict}* | {r.against_v2} |")
+    lines += ["", "*Deciding interval*: the paired-t interval at 1 − 2α (α = 0.05 / the rows of its family) that the "
+              "plan's rules decide on. *supports*: it lies above 0; *contradicts*: it lies below the smallest effect "
+              "of interest δ (\"beats\" rows: any gain is smaller than δ) or outside ±margin (\"robust\" rows); "
+              "*unsettled*: a run still learning could flip the row (by how much is given). Rules, δ and seeds: "
+              "[docs/plan.md](docs/plan.md#plan-v3)."]
+    return "\n".join(lines)
+
+
+PLAN_SECTIONS: Dict[str, Callable[[str], str]] = {"v2-claims": v2_claims, "v2-key": v2_key, "v2-verdicts": v2_verdicts,
+                                                  "v3-claims": v3_claims}
 
 
 def _first_sentence(path: str) -> str:

@@ -240,6 +240,9 @@ def figure(claims: pd.DataFrame, family: str, plan: Dict[str, Any], label: Optio
     import matplotlib.pyplot as plt
 
     c = claims[claims.family == family].reset_index(drop=True)
+    v3 = "decide_low" in c.columns  # plan v3's claims: the deciding interval, delta lines on "beats" rows
+    if v3:
+        c = c.assign(ci_low=c.decide_low, ci_high=c.decide_high, margin=c.margin.fillna(0.0))
     label = label or (lambda q: q)
     measured = c[c.n >= 2]
     margins = [float(m) for m, t in zip(c.margin, c.test) if m and t != "superiority"]
@@ -263,6 +266,8 @@ def figure(claims: pd.DataFrame, family: str, plan: Dict[str, Any], label: Optio
             if r.margin and r.test != "superiority":
                 for v in ([-r.margin, r.margin] if r.test == "equivalence" else [-r.margin]):
                     ax.plot([v, v], [y - 0.4, y + 0.4], color="black", lw=1, ls=":")
+            if v3 and r.test == "superiority" and not (lim and r.delta > lim):
+                ax.plot([r.delta, r.delta], [y - 0.4, y + 0.4], color="black", lw=1, ls="--")
         if len(measured):
             ax.axvline(0, color="black", lw=0.8)
         ax.grid(alpha=0.3, axis="x")
@@ -287,12 +292,14 @@ def figure(claims: pd.DataFrame, family: str, plan: Dict[str, Any], label: Optio
                              for r in c.iloc[::-1].itertuples()], fontsize=8)
     axes[0].set_ylim(-0.6, len(c) - 0.4)
     fig.supxlabel("difference in test Acc@1 (percentage points, paired by seed; all 10,000 test images); bar = the "
-                  "row's (1 - alpha/family size) interval, dotted = margin", fontsize=8)
+                  + ("row's deciding (1 - 2 alpha/family size) interval, dashed = delta (the smallest effect of "
+                     "interest), dotted = margin" if v3 else "row's (1 - alpha/family size) interval, dotted = margin"),
+                  fontsize=8)
     studies = list(dict.fromkeys(c.study))
     seeds = ", ".join(f"{seed_ids(plan['studies'][s]['seeds'])} ({plan_mod.images(plan['studies'][s]):,}"
                       + (" training images)" if i == 0 else ")") for i, s in enumerate(studies))
     n = len(c)
-    fig.suptitle(f"Plan v2, family {family}: {n} row{'' if n == 1 else 's'}, paired by seed, tested on all 10,000 "
+    fig.suptitle(f"Plan v{plan.get('version', 2)}, family {family}: {n} row{'' if n == 1 else 's'}, paired by seed, tested on all 10,000 "
                  f"Fashion-MNIST test images\nseeds {seeds}", fontsize=9, x=0.01, ha="left")
     return fig
 
