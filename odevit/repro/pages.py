@@ -526,13 +526,14 @@ def v3_claims(root: str = ".") -> str:
     c = _read_claims(path)
     decided = c[c.verdict.isin(["supports", "contradicts"])]
     lines = [head, "", f"**Decided**: {len(decided)} of {len(c)} rows." + (
-        " " + "; ".join(f"{r.question} *{r.verdict}*" for r in decided.itertuples()) if len(decided) else ""), "",
+        " " + "; ".join(f"{_v2_label(r.question)}, {budget_images(r.budget):,} images: *{r.verdict}*"
+                     for r in decided.itertuples()) if len(decided) else ""), "",
         "| row | training images | seeds | mean difference, pt | deciding interval | smallest effect / margin | verdict "
         "| against plan v2 |", "|---|---|---|---|---|---|---|---|"]
     for r in c.itertuples():
         bound = (f"δ {r.delta:g} pt" if r.test == "superiority" else f"±{r.margin:g} pt")
         measured = not na(r.mean) and r.n >= 2
-        lines.append(f"| {r.question} | {budget_images(r.budget):,} | {r.n} of {r.seeds} | "
+        lines.append(f"| {_v2_label(r.question)} (`{r.question}`) | {budget_images(r.budget):,} | {r.n} of {r.seeds} | "
                      + (f"{pt(r.mean)} | {ci(r.decide_low, r.decide_high, True, 2)} ({r.level:.1%})" if measured
                         else "– | –") + f" | {bound} | *{r.verdict}* | {r.against_v2} |")
     lines += ["", "*Deciding interval*: the paired-t interval at 1 − 2α (α = 0.05 / the rows of its family) that the "

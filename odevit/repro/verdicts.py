@@ -402,6 +402,8 @@ def against_v2(v3: str, v2: Optional[Dict[str, Any]]) -> str:
     if not v2:
         return "no plan v2 row"
     v2_final, v2_test = v2.get("verdict"), v2.get("verdict_test")
+    if v3.startswith("not measured"):
+        return f"waits for its runs (plan v2: {v2_final})"
     if v3 not in (SUPPORTS, CONTRADICTS):
         return f"not decided (plan v2: {v2_final})"
     if v2_final == v3:
@@ -425,6 +427,9 @@ def judge_v3(plan: Dict[str, Any], r: pd.DataFrame, t: Dict[str, Any], results: 
     for name, s in plan["studies"].items():
         seeds = [int(x) for x in s["seeds"]]
         rs = r[r.study == name] if not r.empty else r
+        if len(rs):  # a run is made when both its files are (the learning-left rule reads its history)
+            rs = rs[[os.path.exists(os.path.join(results, name, c, f"s{int(x)}", "history.csv"))
+                     for c, x in zip(rs.cell, rs.seed)]]
         for q in s["questions"]:
             fam = plan_mod.family_of(s, q)
             a = plan_mod.alpha_each(plan, fam)
