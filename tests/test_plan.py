@@ -141,3 +141,31 @@ def test_every_committed_run_records_the_plan_hash_of_params_yaml():
     assert plan_mod.study_hash(edited, "v2_1k") == plan_mod.study_hash(plan, "v2_1k")
     edited["teacher"]["epochs"] = 41  # the recipe is
     assert plan_mod.study_hash(edited, "v2_1k") != plan_mod.study_hash(plan, "v2_1k")
+
+
+def test_plan_v3_was_committed_before_each_of_its_runs():
+    """Every plan v3 run records its study's hash (today's) and the commit whose code trained it (run_key.commit); the
+    params.yaml of that commit gives the same hash: the plan was in git before the run was made. Plan v3's hashes
+    differ from plan v2's (its own rules), and its first commit adds no run."""
+    import glob
+    import json
+    import subprocess
+
+    import yaml
+
+    plan3 = plan_mod.load("params.yaml", 3)
+    files = sorted(glob.glob("results/v3/v3_*/*/s*/metrics.json"))
+    for f in files:
+        m = json.load(open(f))
+        assert m["plan_hash"] == plan_mod.study_hash(plan3, m["study"]), f
+        then = yaml.safe_load(subprocess.run(["git", "show", f"{m['run_key']['commit']}:params.yaml"],
+                                             capture_output=True, text=True, check=True).stdout)
+        v3_then = {"rules": then["plan_v3"]["rules"], "teacher": then["teacher"], "studies": then["plan_v3"]["studies"]}
+        assert plan_mod.study_hash(v3_then, m["study"]) == m["plan_hash"], f
+    first = subprocess.run(["git", "log", "--format=%H", "-S", "plan_v3:", "--", "params.yaml"], capture_output=True,
+                           text=True, check=True).stdout.split()[-1]
+    added = subprocess.run(["git", "show", "--name-only", "--format=", first], capture_output=True, text=True,
+                           check=True).stdout.split()
+    assert "params.yaml" in added and not any(p.startswith("results/v3/") for p in added)
+    assert {plan_mod.study_hash(plan3, s) for s in plan3["studies"]}.isdisjoint(
+        {plan_mod.study_hash(plan_mod.load("params.yaml"), s) for s in plan_mod.load("params.yaml")["studies"]})
