@@ -149,3 +149,21 @@ def test_a_fresh_clone_is_up_to_date_and_an_added_cell_plans_exactly_its_runs(tm
     would = [ln for ln in _fast_dry(clone).splitlines() if "would train" in ln]
     assert would == ["v2_10k parallel: would train 6 runs (seeds [2300, 2301, 2302, 2303, 2304, 2305], 40 epochs, "
                      "10000 training images)"] + unmade
+
+
+@pytest.mark.slow
+def test_a_study_bound_to_another_machine_type_is_refused_before_it_trains(repro, tmp_path):
+    """Plan v3's rule machine: one_type_per_study. A v3 study whose finished runs name another machine type is not
+    trained here: one line naming both types, exit 2 (the stage fails, nothing is recorded as done), nothing trained."""
+    work = _copy(repro, tmp_path)
+    m = work / "results/v3/v3_1k/ref/s3100/metrics.json"
+    made = json.loads(m.read_text())
+    made["provenance"]["device"] = "CPU: elsewhere"
+    m.write_text(json.dumps(made))
+    for d in ("results/v3/v3_1k/free", "checkpoints/v3/v3_1k/free"):
+        shutil.rmtree(work / d)
+    r = subprocess.run([sys.executable, "-m", "odevit.repro.fast", "--cells", "free"], cwd=work, env=_env(),
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.strip().startswith("v3_1k: its runs were made on CPU: elsewhere; this machine is CPU: ")
+    assert _trained(r.stdout) == set() and not (work / "results/v3/v3_1k/free").exists()
