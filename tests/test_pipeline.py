@@ -139,8 +139,8 @@ def test_a_fresh_clone_is_up_to_date_and_an_added_cell_plans_exactly_its_runs(tm
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
     unmade = _unmade(clone)
     waiting = {"03_budget", "04_steps", "05_design", "07_verdicts"}
-    if unmade:
-        assert _dry_stages(clone) == waiting
+    if unmade:  # 07_verdicts too where plan v3's runs landed since it last ran
+        assert waiting - {"07_verdicts"} <= _dry_stages(clone) <= waiting
     else:
         assert UP_TO_DATE in dvc(clone, "status").stdout
     assert [ln for ln in _fast_dry(clone).splitlines() if "would train" in ln] == unmade
