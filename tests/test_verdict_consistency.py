@@ -55,9 +55,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 # verdict file: (path, id column, study column or None)
-SOURCES = {"v2": ("results/v2/claims.csv", "question", "study")}  # plan 1's is retired (docs/history.md)
+SOURCES = {"v2": ("results/v2/claims.csv", "question", "study"),  # plan 1's is retired (docs/history.md)
+           "v3": ("results/v3/claims.csv", "question", "study")}
 # (file glob, heading the section starts with; "" = the whole file) -> verdict file
 SCOPES: List[Tuple[str, str, str]] = [
+    ("README.md", "## Plan v3", "v3"),  # generated from results/v3/claims.csv
     ("README.md", "## What we found", "v2"),  # generated from results/v2/claims.csv (names rows in words, no ids)
     ("README.md", "### Plan v2", "v2"),
     ("docs/v2.md", "", "v2"),           # every plan-v2 row

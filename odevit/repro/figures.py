@@ -17,6 +17,7 @@ import pandas as pd
 
 from . import plan as plan_mod
 from . import pages
+from .files import write_csv  # noqa: F401  (the notebooks write their tables through figures)
 from . import verdicts
 from .pages import budget_images, row_label  # a row id in words (docs/templates/words.yaml v2_labels), as docs/v2.md names it
 from .pages import fill  # docs/templates: the machine-shift sentence, as docs/v2.md gives it
@@ -164,14 +165,16 @@ def coverage(plan: Dict[str, Any], runs: pd.DataFrame, studies: Sequence[str], c
     return pd.DataFrame(out)
 
 
-def coverage_v3(plan_file: str, group: str) -> pd.DataFrame:
-    """Plan v3's cells that a training notebook makes (fast.notebook_cells `group`): per study and cell the seeds made
-    of those planned, their mean test Acc@1, best epochs and machine (what 07_verdicts' rows wait for)."""
-    from .fast import notebook_cells
+def plan_v3(plan_file: str) -> Dict[str, Any]:
+    """Plan v3 (params.yaml plan_v3: its rules and studies, plan v2's teacher), checked."""
+    return plan_mod.load(plan_file, 3)
 
+
+def coverage_v3(plan_file: str, cells: Sequence[str]) -> pd.DataFrame:
+    """Plan v3's `cells` (those a training notebook makes: fast.notebook_cells): per study and cell the seeds made of
+    those planned, their mean test Acc@1, best epochs and machine (what 07_verdicts' rows wait for)."""
     plan = plan_mod.load(plan_file, 3)
     runs = verdicts.runs(verdicts.RESULTS_V3)
-    cells = notebook_cells(plan_file, group)
     out = []
     for name, s in plan["studies"].items():
         seeds = [int(x) for x in s["seeds"]]

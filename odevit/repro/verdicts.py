@@ -497,7 +497,7 @@ def judge_v3(plan: Dict[str, Any], r: pd.DataFrame, t: Dict[str, Any], results: 
     return pd.DataFrame(out)
 
 
-COLUMNS_V3 = ["family", "question", "budget", "n", "mean", "level", "decide_low", "decide_high", "delta", "margin",
+COLUMNS_V3 = ["study", "family", "question", "budget", "n", "mean", "level", "decide_low", "decide_high", "delta", "margin",
               "still_learning", "verdict", "against_v2"]
 
 
