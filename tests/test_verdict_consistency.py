@@ -63,6 +63,7 @@ SCOPES: List[Tuple[str, str, str]] = [
     ("README.md", "## What we found", "v2"),  # generated from results/v2/claims.csv (names rows in words, no ids)
     ("README.md", "### Plan v2", "v2"),
     ("docs/v2.md", "", "v2"),           # every plan-v2 row
+    ("docs/v3.md", "", "v3"),           # every plan-v3 row
     ("outputs/0[2-57]_*.ipynb", "", "v2"),  # the notebooks that show the plan's rows (02-05, 07)
 ]
 # sections that state the verdicts of something other than a verdict file: (file glob, heading) -> why

@@ -513,39 +513,57 @@ def v3_progress(root: str = ".") -> List[Tuple[str, int, int]]:
     return out
 
 
-def v3_claims(root: str = ".") -> str:
-    """The README's first results: plan v3's rows (results/v3/claims.csv, notebook 07_verdicts), each with its deciding
-    interval, its verdict and what it says of the plan v2 row it replicates; how many of its runs are made."""
-    prog = v3_progress(root)
-    made, total = sum(p[1] for p in prog), sum(p[2] for p in prog)
-    head = (f"Plan v3's runs made so far: {made} of {total} (" + ", ".join(f"{n} {a} of {b}" for n, a, b in prog)
-            + "); `dvc repro` makes the rest, resumable, each study on one machine type.")
-    path = os.path.join(root, V3_CLAIMS)
-    if not os.path.exists(path):
-        return head + " No row is computed yet (notebook 07_verdicts writes results/v3/claims.csv)."
-    c = _read_claims(path)
-    decided = c[c.verdict.isin(["supports", "contradicts"])]
-    lines = [head, "", f"**Decided**: {len(decided)} of {len(c)} rows." + (
-        " " + "; ".join(f"{_v2_label(r.question)}, {budget_images(r.budget):,} images: *{r.verdict}*"
-                     for r in decided.itertuples()) if len(decided) else ""), "",
-        "| row | training images | seeds | mean difference, pt | deciding interval | smallest effect / margin | verdict "
-        "| against plan v2 |", "|---|---|---|---|---|---|---|---|"]
+def _v3_table(c: pd.DataFrame) -> List[str]:
+    lines = ["| row | training images | seeds | mean difference, pt | deciding interval | smallest effect / margin | "
+             "verdict | against plan v2 |", "|---|---|---|---|---|---|---|---|"]
     for r in c.itertuples():
         bound = (f"δ {r.delta:g} pt" if r.test == "superiority" else f"±{r.margin:g} pt")
         measured = not na(r.mean) and r.n >= 2
         lines.append(f"| {_v2_label(r.question)} (`{r.question}`) | {budget_images(r.budget):,} | {r.n} of {r.seeds} | "
                      + (f"{pt(r.mean)} | {ci(r.decide_low, r.decide_high, True, 2)} ({r.level:.1%})" if measured
                         else "– | –") + f" | {bound} | *{r.verdict}* | {r.against_v2} |")
-    lines += ["", "*Deciding interval*: the paired-t interval at 1 − 2α (α = 0.05 / the rows of its family) that the "
-              "plan's rules decide on. *supports*: it lies above 0; *contradicts*: it lies below the smallest effect "
-              "of interest δ (\"beats\" rows: any gain is smaller than δ) or outside ±margin (\"robust\" rows); "
-              "*unsettled*: a run still learning could flip the row (by how much is given). Rules, δ and seeds: "
-              "[docs/plan.md](docs/plan.md#plan-v3)."]
+    return lines
+
+
+V3_KEY = ("*Deciding interval*: the paired-t interval at 1 − 2α (α = 0.05 / the rows of its family) that the plan's "
+          "rules decide on. *supports*: it lies above 0; *contradicts*: it lies below the smallest effect of interest "
+          "δ (\"beats\" rows: any gain is smaller than δ) or outside ±margin (\"robust\" rows); *unsettled*: a run "
+          "still learning could flip the row (by how much is given). Rules, δ and seeds: "
+          "[docs/plan.md](docs/plan.md#plan-v3).")
+
+
+def v3_claims(root: str = ".") -> str:
+    """The README's first results: how many of plan v3's runs are made and its rows that decided (or that the learning
+    left could still flip), each with its deciding interval and what it says of the plan v2 row it replicates; every
+    row: docs/v3.md (v3_rows)."""
+    prog = v3_progress(root)
+    made, total = sum(p[1] for p in prog), sum(p[2] for p in prog)
+    head = wrap(f"Plan v3's runs made so far: {made} of {total} (" + ", ".join(f"{n} {a} of {b}" for n, a, b in prog)
+                + "); `dvc repro` makes the rest, resumable, each study on one machine type. Every row, made or not: "
+                "[docs/v3.md](docs/v3.md).")
+    path = os.path.join(root, V3_CLAIMS)
+    if not os.path.exists(path):
+        return head
+    c = _read_claims(path)
+    shown = c[c.verdict.isin(["supports", "contradicts", "inconclusive"]) | c.verdict.str.startswith("unsettled")]
+    decided = c[c.verdict.isin(["supports", "contradicts"])]
+    lines = [head, "", f"**Decided**: {len(decided)} of {len(c)} rows"
+             + (f"; {len(shown) - len(decided)} measured without a verdict." if len(shown) > len(decided) else ".")]
+    if len(shown):
+        lines += [""] + _v3_table(shown) + ["", wrap(V3_KEY)]
     return "\n".join(lines)
 
 
+def v3_rows(root: str = ".") -> str:
+    """docs/v3.md: every plan v3 row (results/v3/claims.csv), measured or waiting for its runs."""
+    path = os.path.join(root, V3_CLAIMS)
+    if not os.path.exists(path):
+        return "No row is computed yet (notebook 07_verdicts writes results/v3/claims.csv)."
+    return "\n".join(_v3_table(_read_claims(path)) + ["", wrap(V3_KEY)])
+
+
 PLAN_SECTIONS: Dict[str, Callable[[str], str]] = {"v2-claims": v2_claims, "v2-key": v2_key, "v2-verdicts": v2_verdicts,
-                                                  "v3-claims": v3_claims}
+                                                  "v3-claims": v3_claims, "v3-rows": v3_rows}
 
 
 def _first_sentence(path: str) -> str:
@@ -616,7 +634,7 @@ def cite(root: str = ".") -> str:
 SECTIONS: Dict[str, Callable[[str], str]] = {
     "weights-table": weights_table, "cite": cite, "module-map": module_map, **PLAN_SECTIONS}
 
-PAGES = ("README.md", "docs/v2.md", "docs/usage.md", "docs/pipeline.md")  # generated parts
+PAGES = ("README.md", "docs/v2.md", "docs/v3.md", "docs/usage.md", "docs/pipeline.md")  # generated parts
 
 
 def _pattern(name: str) -> "re.Pattern[str]":
