@@ -521,14 +521,18 @@ def _v3_table(c: pd.DataFrame) -> List[str]:
         measured = not na(r.mean) and r.n >= 2
         lines.append(f"| {_v2_label(r.question)} (`{r.question}`) | {budget_images(r.budget):,} | {r.n} of {r.seeds} | "
                      + (f"{pt(r.mean)} | {ci(r.decide_low, r.decide_high, True, 2)} ({r.level:.1%})" if measured
-                        else "– | –") + f" | {bound} | *{r.verdict}* | {r.against_v2} |")
+                        else "– | –") + f" | {bound} | *{r.verdict}*"
+                     + (" (gain below δ: not the claim's size)" if getattr(r, "effect_vs_delta", "") == "gain below delta"
+                        else "") + f" | {r.against_v2} |")
     return lines
 
 
 V3_KEY = ("*Deciding interval*: the paired-t interval at 1 − 2α (α = 0.05 / the rows of its family) that the plan's "
-          "rules decide on. *supports*: it lies above 0; *contradicts*: it lies below the smallest effect of interest "
-          "δ (\"beats\" rows: any gain is smaller than δ) or outside ±margin (\"robust\" rows); *unsettled*: a run "
-          "still learning could flip the row (by how much is given). Rules, δ and seeds: "
+          "rules decide on. *supports*: it lies above 0 (\"beats\" rows) or inside ±margin (\"robust\" rows); "
+          "*contradicts*: it lies below the smallest effect of interest δ (any gain is smaller than δ) or outside "
+          "±margin; *inconclusive*: neither; *unsettled*: a run still learning could flip the row (by how much is "
+          "given); *unfair*: the teacher is not above the free ODE at that budget; *not measured yet*: some of its "
+          "runs are not finished (the numbers are those of the seeds made). Rules, δ and seeds: "
           "[docs/plan.md](docs/plan.md#plan-v3).")
 
 
@@ -538,7 +542,7 @@ def v3_claims(root: str = ".") -> str:
     row: docs/v3.md (v3_rows)."""
     prog = v3_progress(root)
     made, total = sum(p[1] for p in prog), sum(p[2] for p in prog)
-    head = wrap(f"Plan v3's runs made so far: {made} of {total} (" + ", ".join(f"{n} {a} of {b}" for n, a, b in prog)
+    head = wrap(f"Plan v3's runs finished so far: {made} of {total} (groups still training not counted; " + ", ".join(f"{n} {a} of {b}" for n, a, b in prog)
                 + "); `dvc repro` makes the rest, resumable, each study on one machine type. Every row, made or not: "
                 "[docs/v3.md](docs/v3.md).")
     path = os.path.join(root, V3_CLAIMS)
