@@ -229,6 +229,44 @@ def test_budget_figure_draws_every_headline_row():
     plt.close(fig)
 
 
+def test_plan_v3_figures_draw_its_deciding_intervals_and_its_rows_verdicts(tmp_path):
+    """Notebooks 03-05 draw plan v3 as they draw plan v2: load(version=3) judges the runs in results/v3 by plan v3's
+    rules (verdicts.judge_v3), the budget figure's bars are the deciding intervals with delta dashed, and the rows'
+    table prints each row's verdict as the claims give it (a made-up verdict comes back unchanged). Made here from
+    the committed v3_1k runs with the free ODE's runs made up from the label-free student's (minus 1 pt), so the
+    1k rows are measured whatever the state of the runs."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    res = tmp_path / "results"
+    shutil.copytree(ROOT / "results/v2/teacher", res / "v2/teacher")
+    shutil.copytree(ROOT / "results/v3/v3_1k/ref", res / "v3/v3_1k/ref")
+    shutil.copytree(ROOT / "results/v3/v3_1k/ce", res / "v3/v3_1k/ce")
+    shutil.copytree(ROOT / "results/v3/v3_1k/ref", res / "v3/v3_1k/free")
+    for m in (res / "v3/v3_1k/free").glob("s*/metrics.json"):
+        j = json.loads(m.read_text())
+        j.update(cell="free", acc1=j["acc1"] - 0.01)
+        m.write_text(json.dumps(j))
+    d = v2.load(str(res / "v3"), PLAN, 3)
+    c = d["claims"].set_index("question")
+    assert c.loc["ts_minus_free_1k", "mean"] == pytest.approx(1.0, abs=1e-3) and c.loc["ts_minus_free_1k", "n"] == 5
+    assert c.loc["ts_minus_free_1k", "ci_low"] == c.loc["ts_minus_free_1k", "decide_low"]
+    assert c.loc["ts_minus_free_3k", "verdict"].startswith("not measured yet")
+    fig = v2.budget_figure(v2.budget_points(d["plan"], d["runs"]), d["claims"], d["teacher"], d["plan"])
+    assert fig._suptitle.get_text().startswith("Plan v3") and "3100–3104 (1,000)" in fig._suptitle.get_text()
+    dashed = [ln for ln in fig.axes[1].lines if ln.get_linestyle() == "--"]
+    assert len(dashed) == len(c[c.family == "v3_headline"])  # delta on every headline row
+    drawn = [ln for ln in fig.axes[1].lines if ln.get_linewidth() == 3]  # the measured rows' deciding intervals
+    assert [tuple(ln.get_xdata()) for ln in drawn] == [(c.loc[q, "decide_low"], c.loc[q, "decide_high"])
+                                                      for q in ("ts_minus_free_1k", "ce_minus_free_1k")]
+    plt.close(fig)
+    made_up = d["claims"].assign(verdict=[f"verdict {i}" for i in range(len(d["claims"]))])
+    md = v2.rows_v3_markdown(made_up, ["ce_minus_free_1k", "ts_minus_free_1k"])
+    assert md.index("*verdict 1*") < md.index("*verdict 0*")  # the rows asked for, in that order
+    assert "*verdict 2*" not in md
+
+
 def test_one_acc_formatter_for_the_coverage_and_step_tables():
     """The label-free student's mean at 10,000 images is exactly 82.955 %: both tables print it through v2.acc."""
     assert v2.acc(82.955) == "82.96" and v2.acc(82.95499999999999) == "82.96" and v2.acc(float("nan")) == "–"

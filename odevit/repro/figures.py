@@ -1,7 +1,7 @@
-"""The notebooks' tables and figures (02–05, 07), from the run files (results/v2) and the plan (params.yaml).
+"""The notebooks' tables and figures (02–05, 07), from the run files (results/v2, results/v3) and the plan (params.yaml).
 
-Every verdict shown is computed by the one verdict writer (`verdicts.judge`) on the runs as they are when the notebook
-runs, never decided here; 07_verdicts writes them to results/v2/claims.csv. A cell or row whose runs are not there
+Every verdict shown is computed by the one verdict writer (`verdicts.judge`, plan v3's `verdicts.judge_v3`) on the runs
+as they are when the notebook runs, never decided here; 07_verdicts writes them to results/vN/claims.csv. A cell or row whose runs are not there
 yet says "not measured yet" and appears once its files exist. Nothing here trains or imports the training code.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ from .pages import budget_images, row_label  # a row id in words (docs/templates
 from .pages import fill  # docs/templates: the machine-shift sentence, as docs/v2.md gives it
 from .pages import pt  # a signed difference in pt, never "-0.00": every difference these tables print
 
-RESULTS = verdicts.RESULTS
+RESULTS, RESULTS_V3 = verdicts.RESULTS, verdicts.RESULTS_V3
 NOT_MEASURED = "not measured yet"
 HEADLINE_CELLS = plan_mod.HEADLINE
 CELL_NAMES = {  # plain words for the plan's cell ids
@@ -47,14 +47,20 @@ from .config import chdir_root  # noqa: E402,F401  (the notebooks call v2.chdir_
 images = plan_mod.images  # a study's training images (train_limit 0 = all 55,000)
 
 
-def load(results: str = RESULTS, plan_file: str = plan_mod.PLAN_FILE) -> Dict[str, Any]:
+def load(results: str = RESULTS, plan_file: str = plan_mod.PLAN_FILE, version: int = 2) -> Dict[str, Any]:
     """What a notebook reads: the plan, the student runs, the selected teacher, its seeds' runs and every row's
-    verdict on these runs (`verdicts.judge`, with the machine shift measured by the reruns beside them)."""
-    plan = plan_mod.load(plan_file)
+    verdict on these runs (plan v2: `verdicts.judge`, with the machine shift measured by the reruns beside them;
+    plan v3, runs in results/v3: `verdicts.judge_v3`, its interval columns the deciding interval)."""
+    plan = plan_mod.load(plan_file, version)
     runs = verdicts.runs(results)
-    teacher = verdicts.teacher(results)
-    claims = verdicts.judge(plan, runs, teacher, shift=verdicts.measured_shifts(results, runs)).round(4)
-    with open(os.path.join(results, "teacher", "selected.json")) as f:
+    t_root = results if version == 2 else os.path.join(os.path.dirname(os.path.normpath(results)), "v2")
+    teacher = verdicts.teacher(t_root)  # plan v3 keeps plan v2's teacher (results/v2/teacher beside results/v3)
+    if version == 3:
+        claims = verdicts.judge_v3(plan, runs, teacher, results).round(4)
+        claims = claims.assign(ci_low=claims.decide_low, ci_high=claims.decide_high)
+    else:
+        claims = verdicts.judge(plan, runs, teacher, shift=verdicts.measured_shifts(results, runs)).round(4)
+    with open(os.path.join(t_root, "teacher", "selected.json")) as f:
         selected = json.load(f)
     return dict(plan=plan, runs=runs, teacher=teacher, selected=selected, claims=claims, results=results)
 
@@ -92,6 +98,17 @@ def rows_markdown(claims: pd.DataFrame, questions: Optional[Sequence[str]] = Non
     t = rows(claims, questions, family)
     return markdown(t.drop(columns=["claim"])) + "\n\n" + "\n".join(
         f"- **{r.row}**: {r.claim}" for r in t.itertuples()) + _shift_lines(claims, t.row)
+
+
+def rows_v3_markdown(claims: pd.DataFrame, questions: Optional[Sequence[str]] = None, family: Optional[str] = None
+                     ) -> str:
+    """Plan v3's rows asked for (by question id or a whole family) as the README and docs/v3.md give them
+    (pages.v3_table: the deciding interval beside each verdict, and what it says of plan v2's row), with the key."""
+    if questions is not None:
+        c = claims.set_index("question").loc[list(questions)].reset_index()
+    else:
+        c = claims[claims.family == family] if family else claims
+    return "\n".join(pages.v3_table(c) + ["", pages.wrap(pages.V3_KEY)])
 
 
 def _shift_lines(claims: pd.DataFrame, questions: Sequence[str]) -> str:
@@ -399,7 +416,8 @@ def budget_figure(points: pd.DataFrame, claims: pd.DataFrame, teacher: Dict[str,
     ax[0].legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
     ax[0].grid(alpha=0.3)
     ax[0].set_title("test Acc@1 by budget (dot = mean over seeds, bar = their range)", fontsize=9)
-    fam = plan["rules"]["primary_family"]
+    fam, version = plan["rules"]["primary_family"], plan.get("version", 2)
+    v3 = version == 3  # plan v3's rows: the deciding interval, delta dashed
     c = claims[claims.family == fam].reset_index(drop=True)  # every headline row, retention_55k included
     ylabels = []
     for i, r in c.iterrows():
@@ -410,6 +428,8 @@ def budget_figure(points: pd.DataFrame, claims: pd.DataFrame, teacher: Dict[str,
             ax[1].plot(r["mean"], y, "o", color=col, mec="black", ms=6)
         if r.margin and r.test == "non_inferiority":
             ax[1].plot([-r.margin] * 2, [y - 0.35, y + 0.35], color="black", lw=1, ls=":")
+        if v3 and r.test == "superiority":
+            ax[1].plot([r.delta] * 2, [y - 0.35, y + 0.35], color="black", lw=1, ls="--")
         ax[1].text(1.01, y, r.verdict, transform=ax[1].get_yaxis_transform(), va="center", fontsize=8)
         ylabels.append(f"{row_label(r.question)}, {images(plan['studies'][r.study]):,} images")
     ax[1].axvline(0, color="black", lw=0.8)
@@ -417,12 +437,14 @@ def budget_figure(points: pd.DataFrame, claims: pd.DataFrame, teacher: Dict[str,
     ax[1].set_yticklabels(ylabels[::-1], fontsize=8)
     ax[1].set_ylim(-0.6, len(c) - 0.4)  # the bottom row inside the panel, not on its edge
     ax[1].set_xlabel("paired difference in test Acc@1 (pt, by seed): student − free ODE, or student − teacher\n"
-                     "bar = the row's interval, dotted = the non-inferiority margin", fontsize=9)
-    ax[1].set_title("the headline rows (verdict from results/v2/claims.csv)", fontsize=9)
+                     + ("bar = the row's deciding interval, dashed = delta (the smallest effect of interest)" if v3 else
+                        "bar = the row's interval, dotted = the non-inferiority margin"), fontsize=9)
+    ax[1].set_title(f"the headline rows (verdicts by plan v{version}'s rules, as results/v{version}/claims.csv)",
+                    fontsize=9)
     ax[1].grid(alpha=0.3, axis="x")
     seeds = ", ".join(f"{seed_ids(plan['studies'][s]['seeds'])} ({images(plan['studies'][s]):,})"
                       for s in dict.fromkeys(points.study))
-    fig.suptitle("Plan v2, does a teacher help? Fashion-MNIST, teacher trained on 55,000 images\n"
+    fig.suptitle(f"Plan v{version}, does a teacher help? Fashion-MNIST, teacher trained on 55,000 images\n"
                  f"seeds by training images: {seeds}", fontsize=10)
     return fig
 
@@ -491,7 +513,7 @@ def step_figure(points: pd.DataFrame, plan: Dict[str, Any], study: str = "v2_10k
     handles += [Line2D([], [], color="grey", marker="o", ls="none", label="trained at this count"),
                 Line2D([], [], color="grey", marker="o", mfc="white", ls="none", label="never trained at it")]
     ax[0].legend(handles=handles, fontsize=8, loc="lower right")
-    fig.suptitle(f"Plan v2, step count: {len(s['seeds'])} seeds per cell ({seed_ids(s['seeds'])}), "
+    fig.suptitle(f"Plan v{plan.get('version', 2)}, step count ({study}): {len(s['seeds'])} seeds per cell ({seed_ids(s['seeds'])}), "
                  f"{images(s):,} training images, test on all 10,000 test images", fontsize=10)
     return fig
 
@@ -540,7 +562,7 @@ def paired_figure(plan: Dict[str, Any], runs: pd.DataFrame, claims: pd.DataFrame
         ax.set_ylabel("test Acc@1 (%), 10,000 images")
         ax.grid(alpha=0.3, axis="y")
         ax.set_title(f"{row_label(qid)} ({qid})\nverdict: {verdict[qid]}", fontsize=9)
-    fig.suptitle(f"Plan v2, design choices and teacher strength: {images(s):,} training images, seeds "
+    fig.suptitle(f"Plan v{plan.get('version', 2)}, design choices and teacher strength: {images(s):,} training images, seeds "
                  f"{seed_ids(seeds)} ({len(seeds)}), a line joins one seed's two runs", fontsize=10)
     return fig
 

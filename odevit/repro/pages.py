@@ -513,7 +513,7 @@ def v3_progress(root: str = ".") -> List[Tuple[str, int, int]]:
     return out
 
 
-def _v3_table(c: pd.DataFrame) -> List[str]:
+def v3_table(c: pd.DataFrame) -> List[str]:
     lines = ["| row | training images | seeds | mean difference, pt | deciding interval | smallest effect / margin | "
              "verdict | against plan v2 |", "|---|---|---|---|---|---|---|---|"]
     for r in c.itertuples():
@@ -554,7 +554,7 @@ def v3_claims(root: str = ".") -> str:
     lines = [head, "", f"**Decided**: {len(decided)} of {len(c)} rows"
              + (f"; {len(shown) - len(decided)} measured without a verdict." if len(shown) > len(decided) else ".")]
     if len(shown):
-        lines += [""] + _v3_table(shown) + ["", wrap(V3_KEY)]
+        lines += [""] + v3_table(shown) + ["", wrap(V3_KEY)]
     return "\n".join(lines)
 
 
@@ -563,7 +563,7 @@ def v3_rows(root: str = ".") -> str:
     path = os.path.join(root, V3_CLAIMS)
     if not os.path.exists(path):
         return "No row is computed yet (notebook 07_verdicts writes results/v3/claims.csv)."
-    return "\n".join(_v3_table(_read_claims(path)) + ["", wrap(V3_KEY)])
+    return "\n".join(v3_table(_read_claims(path)) + ["", wrap(V3_KEY)])
 
 
 PLAN_SECTIONS: Dict[str, Callable[[str], str]] = {"v2-claims": v2_claims, "v2-key": v2_key, "v2-verdicts": v2_verdicts,
