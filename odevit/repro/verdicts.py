@@ -19,7 +19,7 @@ import json
 import math
 import os
 import sys
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import pandas as pd
@@ -152,6 +152,27 @@ def values(q: Dict[str, Any], r: pd.DataFrame, seeds: List[int], t: Dict[str, An
     return out.dropna().sort_index()
 
 
+def _study_runs(r: pd.DataFrame, name: str, s: Dict[str, Any], q: Dict[str, Any]) -> Tuple[pd.DataFrame, List[str], pd.DataFrame]:
+    """A study's runs, the cells a question uses (a, and b for a paired row) and those cells' runs of the plan's seeds."""
+    rs = r[r.study == name] if not r.empty else r
+    cells = [q["a"]] + ([q["b"]] if q["kind"] == "paired" else [])
+    used = rs[rs.cell.isin(cells) & rs.seed.isin([int(x) for x in s["seeds"]])] if not rs.empty else rs
+    return rs, cells, used
+
+
+def _fairness(row: Dict[str, Any], q: Dict[str, Any], s: Dict[str, Any], rs: pd.DataFrame, t: Dict[str, Any]
+              ) -> Optional[bool]:
+    """rules.fairness for a distillation-minus-free row: is the teacher's test Acc@1 above the free ODE's mean (None:
+    not such a row, or no free run yet); records teacher_minus_free and fair in `row`."""
+    fair = None
+    if q["kind"] == "paired" and q.get("b") and dict(s["cells"][q["b"]] or {}).get("free"):
+        free_mean = float(rs[rs.cell == q["b"]].acc1.mean()) if len(rs) else math.nan
+        fair = bool(t["acc1"] > free_mean) if not math.isnan(free_mean) else None
+        row["teacher_minus_free"] = t["acc1"] - free_mean
+    row["fair"] = fair
+    return fair
+
+
 def judge(plan: Dict[str, Any], r: pd.DataFrame, t: Dict[str, Any], shift: Optional[pd.DataFrame] = None
           ) -> pd.DataFrame:
     """Every question of the plan as one row (the order of the plan). A row whose runs were made on two machine kinds
@@ -163,15 +184,13 @@ def judge(plan: Dict[str, Any], r: pd.DataFrame, t: Dict[str, Any], shift: Optio
     out = []
     for name, s in plan["studies"].items():
         seeds = [int(x) for x in s["seeds"]]
-        rs = r[r.study == name] if not r.empty else r
         b = s["budget"]
         for q in s["questions"]:
             fam = plan_mod.family_of(s, q)
             a = plan_mod.alpha_each(plan, fam)
             qm = dict(q, margin=margin(q, t))
+            rs, used_cells, used = _study_runs(r, name, s, q)
             x = values(q, rs, seeds, t)
-            used_cells = [q["a"]] + ([q["b"]] if q["kind"] == "paired" else [])
-            used = rs[rs.cell.isin(used_cells) & rs.seed.isin(seeds)] if not rs.empty else rs
             row = dict(study=name, family=fam, primary=fam == plan["rules"]["primary_family"], question=q["id"],
                        claim=q["claim"], test=q["test"], direction=q["direction"], margin=qm["margin"],
                        alpha_each=a, seeds=len(seeds), budget=f"{plan_mod.images(s)} images x {b['epochs']} epochs",
@@ -187,12 +206,7 @@ def judge(plan: Dict[str, Any], r: pd.DataFrame, t: Dict[str, Any], shift: Optio
                        device=", ".join(sorted(set(used.device))) if len(used) else "")
             hashes = set(used.plan_hash) if len(used) else set()
             row["post_hoc"] = bool(hashes - {row["plan_hash"]})
-            fair = None
-            if q["kind"] == "paired" and q.get("b") and dict(s["cells"][q["b"]] or {}).get("free"):
-                free_mean = float(rs[rs.cell == q["b"]].acc1.mean()) if len(rs) else math.nan
-                fair = bool(t["acc1"] > free_mean) if not math.isnan(free_mean) else None
-                row["teacher_minus_free"] = t["acc1"] - free_mean
-            row["fair"] = fair
+            fair = _fairness(row, q, s, rs, t)
             devices = set(used.device) if len(used) else set()
             sh = _shift_note(shift if shift is not None else pd.DataFrame(), devices) if len(devices) > 1 else None
             row["machine_shift"], row["verdict_under_shift"] = None, None
@@ -426,16 +440,15 @@ def judge_v3(plan: Dict[str, Any], r: pd.DataFrame, t: Dict[str, Any], results: 
     out = []
     for name, s in plan["studies"].items():
         seeds = [int(x) for x in s["seeds"]]
-        rs = r[r.study == name] if not r.empty else r
-        if len(rs):  # a run is made when both its files are (the learning-left rule reads its history)
-            rs = rs[[os.path.exists(os.path.join(results, name, c, f"s{int(x)}", "history.csv"))
-                     for c, x in zip(rs.cell, rs.seed)]]
+        made = r[r.study == name] if not r.empty else r
+        if len(made):  # a run is made when both its files are (the learning-left rule reads its history)
+            made = made[[os.path.exists(os.path.join(results, name, c, f"s{int(x)}", "history.csv"))
+                         for c, x in zip(made.cell, made.seed)]]
         for q in s["questions"]:
             fam = plan_mod.family_of(s, q)
             a = plan_mod.alpha_each(plan, fam)
+            rs, cells, used = _study_runs(made, name, s, q)
             x = values(q, rs, seeds, t)
-            cells = [q["a"]] + ([q["b"]] if q["kind"] == "paired" else [])
-            used = rs[rs.cell.isin(cells) & rs.seed.isin(seeds)] if not rs.empty else rs
             R = plan_mod.row_runs(s, q)
             row = dict(plan="v3", study=name, family=fam, primary=fam == rules["primary_family"], question=q["id"],
                        replicates=q.get("replicates"), claim=q["claim"], test=q["test"],
@@ -470,12 +483,7 @@ def judge_v3(plan: Dict[str, Any], r: pd.DataFrame, t: Dict[str, Any], results: 
             row["post_hoc"] = bool(hashes - {row["plan_hash"]})
             devices = set(used.device) if len(used) else set()
             row["device"] = ", ".join(sorted(devices))
-            fair = None
-            if q["kind"] == "paired" and dict(s["cells"][q["b"]] or {}).get("free"):
-                free_mean = float(rs[rs.cell == q["b"]].acc1.mean()) if len(rs) else math.nan
-                fair = bool(t["acc1"] > free_mean) if not math.isnan(free_mean) else None
-                row["teacher_minus_free"] = t["acc1"] - free_mean
-            row["fair"] = fair
+            fair = _fairness(row, q, s, rs, t)
             if len(x) < len(seeds) or len(used) < len(cells) * len(seeds):
                 verdict = f"not measured yet ({len(x)} of {len(seeds)} seeds)"
             elif len(devices) > 1:
