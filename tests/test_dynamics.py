@@ -83,7 +83,7 @@ def test_attention_and_pca_shapes():
                reg_tokens=2)
     a = A.cls_attention_over_time(m, torch.randn(2, 1, 8, 8))
     assert a.shape == (3, 2, 2, 2, 2)
-    p, q = A.pca_2d(torch.randn(10, 8), torch.randn(4, 8))
+    (p, q), _ = A.pca_2d_explained(torch.randn(10, 8), torch.randn(4, 8))
     assert p.shape == (10, 2) and q.shape == (4, 2)
 
 

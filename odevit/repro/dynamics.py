@@ -1,17 +1,14 @@
 """Dynamics and interpretability of a trained ODE-ViT: Lyapunov exponents, the Euler error bound (Prop. 1),
-teacher-student distances, attention over time, CLS trajectories, adaptive halting.
-
-Every analysis follows the model's OWN discrete dynamics (its solver and step h = T/N), unlike the published
-notebook, which integrated the tangent dynamics with RK4 while the model used Euler.
-
-The figures and the closing summary of 06_dynamics (below the analyses): Figures and the computed summary of 06_dynamics (the notebook only calls these).
-
-Every figure says in its title which cell, seeds and how many images it rests on; maps that are compared share one
-colour scale with a colour bar; legends sit outside the axes, so they cover no data.
+teacher-student distances, attention over time, CLS trajectories, adaptive halting; then 06_dynamics' figures and
+computed closing summary (the notebook only calls these). Every analysis follows the model's OWN discrete dynamics
+(its solver and step h = T/N), unlike the published notebook, which integrated the tangent dynamics with RK4 while
+the model used Euler. Every figure says in its title which cell, seeds and how many images it rests on; compared
+maps share one colour scale with a colour bar; legends sit outside the axes, so they cover no data.
 """
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import warnings
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
@@ -25,31 +22,38 @@ import torch.nn as nn
 from matplotlib import animation
 from matplotlib.figure import Figure
 from scipy import stats as st
-from torch.func import jvp, vmap
+from scipy.special import logsumexp
+from torch.func import jvp, vjp, vmap
+from torchdiffeq import odeint
 
+from ..layers import CenterNorm
 from ..model import ODEViT
+from ..solvers import get_solver
+from ..teacher import hidden_states
 
 # torch's forward-mode AD loads its decompositions on the first jvp through torch.jit.script, which warns that
 # torch.jit.script is deprecated (torch's own call, not ours): load them here, once, with that one notice silenced.
-with warnings.catch_warnings():
+with warnings.catch_warnings(), contextlib.suppress(ImportError):  # a torch without the module: nothing to load
     warnings.filterwarnings("ignore", message=r".*torch\.jit\.script.* is deprecated", category=FutureWarning)
-    try:
-        from torch._decomp import decompositions_for_jvp  # noqa: F401
-    except ImportError:  # a torch without the module: nothing to load
-        pass
+    from torch._decomp import decompositions_for_jvp  # noqa: F401
 
 Step = Callable[[torch.Tensor], torch.Tensor]
 
 
 @contextlib.contextmanager
-def explicit_attention(model: ODEViT) -> Iterator[ODEViT]:
-    """Use the explicit softmax attention (forward-mode AD through it is always defined)."""
+def explicit_attention(model: ODEViT, float64: bool = False) -> Iterator[ODEViT]:
+    """Use the explicit softmax attention (forward-mode AD through it is always defined); `float64`: and a float64
+    field (float32 again after)."""
     attn = model.field.attn
     old, attn.fused = attn.fused, False
+    if float64:
+        model.field.double()
     try:
         yield model
     finally:
         attn.fused = old
+        if float64:
+            model.field.float()
 
 
 def step_map(model: ODEViT, num_steps: Optional[int] = None) -> Tuple[Step, float, int]:
@@ -62,20 +66,18 @@ def step_map(model: ODEViT, num_steps: Optional[int] = None) -> Tuple[Step, floa
 # ----------------------------------------------------------------------------------------------- Lyapunov exponents
 def lyapunov_spectrum(step: Step, x0: torch.Tensor, num_steps: int, dt: float, k: int = 1,
                       seed: int = 0, transient: int = 0) -> torch.Tensor:
-    """Top-k Lyapunov exponents of the discrete map `step` started at one state x0 (any shape), Benettin's method:
-    push an orthonormal tangent basis Q (d, k) through the Jacobian (jvp, vmapped over columns), re-orthonormalise
-    with QR every step, and average log|diag R| over the elapsed time. The first `transient` steps only align Q
-    (finite-time estimates converge faster without them). Returns (k,), descending."""
+    """Top-k Lyapunov exponents of the discrete map `step` from one state x0 (any shape), Benettin's method: an
+    orthonormal tangent basis Q (d, k) is pushed through the Jacobian (jvp, vmapped over columns) and
+    re-orthonormalised by QR every step; log|diag R| is averaged over time once the first `transient` steps have
+    aligned Q (finite-time estimates converge faster without them). Returns (k,), descending."""
     d = x0.numel()
     g = torch.Generator().manual_seed(seed)
     Q = torch.linalg.qr(torch.randn(d, k, generator=g, dtype=x0.dtype))[0].to(x0.device)
     logs = torch.zeros(k, dtype=torch.float64, device=x0.device)
     x = x0
-    for i in range(num_steps):
-        def push(v: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-            return jvp(step, (x,), (v.reshape(x0.shape),))
-
-        x_next, JQ = vmap(push, in_dims=1, out_dims=(None, 1), randomness="same")(Q)  # JQ: (*x0.shape -> d, k)
+    for i in range(num_steps):  # JQ: (*x0.shape, k), reshaped to (d, k)
+        x_next, JQ = vmap(lambda v: jvp(step, (x,), (v.reshape(x0.shape),)), in_dims=1, out_dims=(None, 1),
+                          randomness="same")(Q)
         Q, R = torch.linalg.qr(JQ.reshape(d, k))
         if i >= transient:
             logs += torch.log(torch.diagonal(R).abs().double().clamp_min(1e-300))
@@ -84,13 +86,10 @@ def lyapunov_spectrum(step: Step, x0: torch.Tensor, num_steps: int, dt: float, k
 
 
 def cls_lyapunov(model: ODEViT, x0: torch.Tensor, num_steps: Optional[int] = None, seed: int = 0) -> torch.Tensor:
-    """Largest finite-time exponent of the CLS row, per sample (the published quantity, made consistent).
-
-    A tangent v, zero except a random unit CLS row, is pushed through the model's step map with jvp; each step
-    the growth n_k = ||v[CLS]|| is logged and v is divided by n_k (the whole tangent, keeping its direction; the
-    published code rescaled only the CLS row). lambda = sum_k log n_k / T, i.e. per unit of time = per teacher layer.
-    Args: x0 (B, T, D) initial states. Returns (B,).
-    """
+    """Largest finite-time exponent of the CLS row, per sample (the published quantity, made consistent): a tangent
+    v, zero but for a random unit CLS row, is pushed through the model's step map with jvp; each step the growth
+    n_k = ||v[CLS]|| is logged and the whole v divided by n_k, keeping its direction (the published code rescaled
+    only the CLS row). lambda = sum_k log n_k / T: per unit of time = per teacher layer. x0 (B, T, D). Returns (B,)."""
     step, h, N = step_map(model, num_steps)
     g = torch.Generator().manual_seed(seed)
     v = torch.zeros_like(x0)
@@ -111,78 +110,32 @@ def cls_lyapunov(model: ODEViT, x0: torch.Tensor, num_steps: Optional[int] = Non
 LN10 = math.log(10.0)
 
 
-def log_expm1(x: torch.Tensor) -> torch.Tensor:
-    """log(e^x - 1) for x >= 0 without overflow: x + log1p(-e^{-x}) for x > log 2, log(expm1(x)) below
-    (-inf at x = 0). Float64."""
-    x = torch.as_tensor(x, dtype=torch.float64)
-    big = x > math.log(2.0)
-    return torch.where(big, x + torch.log1p(-torch.exp(-x.clamp_min(math.log(2.0)))),
-                       torch.log(torch.expm1(x.clamp_max(math.log(2.0)))))
-
-
 def log_prop1_bound(lipschitz: torch.Tensor, t: torch.Tensor, h: float, sup_acc: torch.Tensor) -> torch.Tensor:
-    """Natural log of Proposition 1 at every t_n, in float64 and log space (finite at any L t):
-        log bound_n = log(e^{L t_n} - 1) - log(2 L) + log(h M)
-    (-> log(t_n h M / 2) as L -> 0; -inf at t_n = 0, where the bound is 0). lipschitz, sup_acc (B,); t (N+1,).
-    Returns (B, N+1)."""
+    """Natural log of Proposition 1's bound (e^{L t_n} - 1) / (2 L) * h * sup||X''|| at every t_n, float64, finite at
+    any L t: log(e^{L t_n} - 1) - log(2 L) + log(h M) (-> log(t_n h M / 2) as L -> 0; -inf at t_n = 0, where the
+    bound is 0). lipschitz, sup_acc (B,); t (N+1,). Returns (B, N+1); compare in log space."""
     L = torch.as_tensor(lipschitz, dtype=torch.float64).reshape(-1, 1)
     M = torch.as_tensor(sup_acc, dtype=torch.float64).reshape(-1, 1)
     t = torch.as_tensor(t, dtype=torch.float64).reshape(1, -1)
     Ls = L.clamp_min(1e-300)
-    growth = torch.where(L > 0, log_expm1(Ls * t) - torch.log(2 * Ls), torch.log(t / 2))
+    Lt, ln2 = Ls * t, math.log(2.0)  # log(e^x - 1) without overflow: x + log1p(-e^-x) above log 2, log(expm1) below
+    log_expm1 = torch.where(Lt > ln2, Lt + torch.log1p(-torch.exp(-Lt.clamp_min(ln2))),
+                            torch.log(torch.expm1(Lt.clamp_max(ln2))))
+    growth = torch.where(L > 0, log_expm1 - torch.log(2 * Ls), torch.log(t / 2))
     return growth + math.log(h) + torch.log(M)
-
-
-def prop1_bound(lipschitz: torch.Tensor, t: torch.Tensor, h: float, sup_acc: torch.Tensor) -> torch.Tensor:
-    """Proposition 1 at every t_n: (e^{L t_n} - 1) / (2 L) * h * sup||X''||, float64 (exp of `log_prop1_bound`:
-    inf only beyond 1.8e308; compare in log space). lipschitz, sup_acc (B,); t (N+1,). Returns (B, N+1)."""
-    return torch.exp(log_prop1_bound(lipschitz, t, h, sup_acc))
-
-
-def second_derivative_sup(states: Sequence[torch.Tensor], h: float) -> torch.Tensor:
-    """sup_k ||X_{k+1} - 2 X_k + X_{k-1}|| / h^2 per sample (Frobenius norm over tokens x features). Returns (B,)."""
-    X = torch.stack([s.float() for s in states])  # (N+1, B, T, D)
-    acc = (X[2:] - 2 * X[1:-1] + X[:-2]) / h ** 2
-    return acc.flatten(2).norm(dim=-1).amax(0)
-
-
-def euler_bound(sup_acc: torch.Tensor, lipschitz: float, horizon: float, num_steps: int) -> torch.Tensor:
-    """Global error bound of explicit Euler at t = T: h/(2L) (e^{L T} - 1) sup||X''|| (T = 1: (e^L - 1)/(2 L N) M),
-    float64 via `log_prop1_bound` (no float32 overflow). sup_acc (B,). Returns (B,)."""
-    h = horizon / num_steps
-    L = torch.full((sup_acc.shape[0],), float(lipschitz), dtype=torch.float64)
-    return torch.exp(log_prop1_bound(L, torch.tensor([horizon]), h, sup_acc.double().cpu()))[:, 0]
-
-
-@torch.no_grad()
-def reference_solution(model: ODEViT, x0: torch.Tensor, rtol: float = 1e-7, atol: float = 1e-7) -> torch.Tensor:
-    """X(T) of dX/dt = F + G by torchdiffeq dopri5 at tight tolerance (float64)."""
-    from torchdiffeq import odeint
-
-    field = model.field.double()
-    try:
-        with explicit_attention(model):
-            t = torch.tensor([0.0, model.horizon], dtype=torch.float64)
-            return odeint(field, x0.double(), t, method="dopri5", rtol=rtol, atol=atol)[-1].float()
-    finally:
-        model.field.float()
 
 
 @torch.no_grad()
 def convergence_study(model: ODEViT, x0: torch.Tensor, steps: Sequence[int], lipschitz: float = 0.5,
                       solver: str = "parallel", measured_lipschitz: Optional[float] = None) -> Dict[str, object]:
-    """Measured error ||X_N - X_ref(T)|| vs the Euler bound at T, for N in `steps`; observed order = -slope in log-log.
-
-    Uses the unsplit Euler step ('parallel', the scheme Prop. 1 bounds) by default; pass the model's solver name to
-    see how far its own scheme is from the ODE. M = sup||X''|| by central differences of the N+1 states (the
-    published code's empirical variant). Per N: mean error, mean bound with `lipschitz` (and its log10), and with
-    `measured_lipschitz` the log10 of the mean bound with that L (log space: finite at any L T); the fitted order.
-    """
-    from scipy.special import logsumexp
-
-    from ..solvers import get_solver
-
-    ref = reference_solution(model, x0)
+    """Error ||X_N - X(T)|| (mean over samples; X(T) by dopri5 in float64, tolerances 1e-7) against the Euler bound
+    at T, for N in `steps`, along `solver` (default 'parallel': unsplit Euler, the scheme Prop. 1 bounds). M =
+    sup_k ||X_{k+1} - 2 X_k + X_{k-1}|| / h^2 over the N+1 states (the published code's empirical variant). Per N:
+    error, log10 of the mean bound with `lipschitz` (and the bound, inf past 1e300) and, if given, with
+    `measured_lipschitz` (log space: finite at any L T). Returns {"rows", "order": slope of log error vs log h}."""
+    with explicit_attention(model, float64=True):
+        t = torch.tensor([0.0, model.horizon], dtype=torch.float64)
+        ref = odeint(model.field, x0.double(), t, method="dopri5", rtol=1e-7, atol=1e-7)[-1].float()
     rows = []
     sol = get_solver(solver)
     t_end = torch.tensor([model.horizon])
@@ -191,19 +144,17 @@ def convergence_study(model: ODEViT, x0: torch.Tensor, steps: Sequence[int], lip
         err = (states[-1] - ref).flatten(1).norm(dim=-1)
         h = model.horizon / N
         row = {"N": N, "h": h, "error": err.mean().item()}
-        M = second_derivative_sup(states, h).double().cpu() if N >= 2 else None
+        X = torch.stack([s.float() for s in states])  # (N+1, B, T, D)
+        acc = (X[2:] - 2 * X[1:-1] + X[:-2]) / h ** 2  # Frobenius norm over tokens x features, sup over k: M (B,)
+        M = acc.flatten(2).norm(dim=-1).amax(0).double().cpu() if N >= 2 else None
         for key, L in (("", lipschitz), ("_measured_L", measured_lipschitz)):
             if key and L is None:
                 continue
-            if M is None:
-                row[f"log10_bound{key}"] = math.nan
-            else:
-                lb = log_prop1_bound(torch.full_like(M, float(L)), t_end, h, M)[:, 0].numpy()
-                row[f"log10_bound{key}"] = float((logsumexp(lb) - math.log(len(lb))) / LN10)
+            lb = None if M is None else log_prop1_bound(torch.full_like(M, float(L)), t_end, h, M)[:, 0].numpy()
+            row[f"log10_bound{key}"] = math.nan if lb is None else float((logsumexp(lb) - math.log(len(lb))) / LN10)
         row["bound"] = 10.0 ** row["log10_bound"] if row["log10_bound"] < 300 else math.inf  # see log10_bound
         rows.append(row)
-    hs = np.log([r["h"] for r in rows])
-    order = float(np.polyfit(hs, np.log([r["error"] for r in rows]), 1)[0])
+    order = float(np.polyfit(np.log([r["h"] for r in rows]), np.log([r["error"] for r in rows]), 1)[0])
     return {"rows": rows, "order": order}
 
 
@@ -213,8 +164,6 @@ def teacher_student_distances(student: ODEViT, teacher: nn.Module, loader: Itera
                               device: torch.device) -> Dict[str, np.ndarray]:
     """Per test sample: ||student final CLS - teacher final CLS|| (both pre-norm), the correctness category, and the
     per-checkpoint CLS distance ||X_{c_l} - h_l||. Categories: both / neither / teacher only / student only."""
-    from ..teacher import hidden_states
-
     student.eval().to(device)
     teacher.eval().to(device)
     final, cats, per_ckpt = [], [], []
@@ -227,8 +176,7 @@ def teacher_student_distances(student: ODEViT, teacher: nn.Module, loader: Itera
         final.append((out["states"][-1][:, 0] - hs[-1][:, 0]).norm(dim=-1).cpu())
         per_ckpt.append(torch.stack([(out["states"][c][:, 0] - h[:, 0]).norm(dim=-1)
                                      for c, h in zip(checkpoints, hs[1:])], 1).cpu())
-        cat = torch.where(s_ok & t_ok, 0, torch.where(~s_ok & ~t_ok, 1, torch.where(t_ok, 2, 3)))
-        cats.append(cat.cpu())
+        cats.append(torch.where(s_ok & t_ok, 0, torch.where(~s_ok & ~t_ok, 1, torch.where(t_ok, 2, 3))).cpu())
     names = np.array(["both correct", "both wrong", "only teacher correct", "only student correct"])
     return {"final": torch.cat(final).numpy(), "category": names[torch.cat(cats).numpy()],
             "per_checkpoint": torch.cat(per_ckpt).numpy()}
@@ -255,11 +203,6 @@ def pca_2d_explained(*groups: torch.Tensor) -> Tuple[List[np.ndarray], np.ndarra
     return [((g.double() - mu) @ V[:2].T).numpy() for g in groups], explained
 
 
-def pca_2d(*groups: torch.Tensor) -> List[np.ndarray]:
-    """Project several (n_i, D) point sets on the top-2 principal axes of their union."""
-    return pca_2d_explained(*groups)[0]
-
-
 # ---------------------------------------------------------------------------------------------- adaptive halting
 @torch.no_grad()
 def step_trace(model: ODEViT, x: torch.Tensor, num_steps: Optional[int] = None) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -274,11 +217,10 @@ def halting_steps(inc: torch.Tensor, pred: torch.Tensor, eps: float, stable: int
     """First step k (1-based) at which a sample halts: its CLS increment < eps, or (stable > 0) its prediction has
     not changed for `stable` steps; N if never. Integration is per sample, so halting a sample early gives exactly
     the prediction it had at that step. Returns (B,) long."""
-    N = inc.shape[0]
     stop = inc < eps
     if stable > 0:
         same = torch.zeros_like(pred, dtype=torch.long)
-        for k in range(1, N):
+        for k in range(1, inc.shape[0]):
             same[k] = torch.where(pred[k] == pred[k - 1], same[k - 1] + 1, 0)
         stop |= same >= stable
     stop[-1] = True
@@ -324,8 +266,6 @@ def jacobian_sigma_max(f: Callable[[torch.Tensor], torch.Tensor], x: torch.Tenso
     """Largest singular value of the Jacobian of f at x, per sample (f acts on each sample of x (B, ...)
     independently), by power iteration on J^T J with jvp and vjp. A lower bound on f's Lipschitz constant
     near x (the supremum of sigma_max over a region is the constant there). Returns (B,)."""
-    from torch.func import vjp
-
     g = torch.Generator().manual_seed(seed)
     v = torch.randn(x.shape, generator=g, dtype=x.dtype).to(x.device)
     v = v / v.flatten(1).norm(dim=1).view(-1, *[1] * (x.dim() - 1))
@@ -339,18 +279,11 @@ def jacobian_sigma_max(f: Callable[[torch.Tensor], torch.Tensor], x: torch.Tenso
     return sigma.detach()
 
 
-def field_fn(model: ODEViT) -> Callable[[torch.Tensor], torch.Tensor]:
-    """psi(X) = F(X) + G(X) of a model, as a function of the state only."""
-    return lambda x: model.field(None, x)
-
-
 def mlp_lipschitz_upper(model: ODEViT) -> float:
     """An upper bound on the Lipschitz constant of F from the weights: Lip(CenterNorm) * ||W1|| * max|GELU'| *
     ||W2||, with Lip(CenterNorm) = max|gamma| * D/(D-1) (centring is a projection, norm 1) and max GELU' = 1.129.
     (G has no such bound: dot-product attention is not globally Lipschitz, Kim et al. 2021.)"""
     f = model.field
-    from ..layers import CenterNorm
-
     n = f.norm2
     lip_norm = float(n.weight.detach().abs().max()) * n.scale if isinstance(n, CenterNorm) else math.inf
     w1 = torch.linalg.matrix_norm(f.mlp.fc1.weight.detach().double(), ord=2).item()
@@ -364,57 +297,44 @@ def prop1_per_step(model: ODEViT, x0: torch.Tensor, lipschitz: Optional[float] =
                    m_refine: int = 4) -> Dict[str, np.ndarray]:
     """Proposition 1 at every step n, in float64, along the model's own solver and along unsplit Euler (the
     scheme the proposition is stated for), with the model's N and h = T/N:
-        error_n = ||X_n - X(t_n)||   (X(t) by dopri5 in float64 at every t_n; Frobenius norm over tokens x features)
+        error_n = ||X_n - X(t_n)||   (X(t) by dopri5 at every t_n; Frobenius norm over tokens x features)
         bound_n = (e^{L t_n} - 1) / (2 L) * h * M,   M = sup_t ||X''(t)|| along the exact solution,
-    X'' = J_psi(X) psi(X) exact (by jvp), its sup taken on a grid `m_refine` times finer than the steps.
-    L per sample = the largest sigma_max(J_psi) met along the reference states and the scheme's states (power
-    iteration: a measured lower bound on the local Lipschitz constant; the proof needs L on the region between
-    them), or the given `lipschitz` for both schemes. The bound is kept as its log10 (never inf).
-
-    Returns per-sample arrays, (B, N+1) unless noted: error, error_parallel, log10_bound (model's solver, its L),
-    log10_bound_parallel (parallel Euler, its L); L, L_parallel, M (B,); sigma (B, S) every sigma_max met;
-    t (N+1,); and `solver` (the name)."""
-    from torchdiffeq import odeint
-
-    from ..solvers import get_solver
-
+    X'' = J_psi(X) psi(X) exact (by jvp, psi = F + G), its sup on a grid `m_refine` times finer than the steps.
+    L per sample = the largest sigma_max(J_psi) met along the reference and the scheme's states (power iteration:
+    a measured lower bound on the local Lipschitz constant; the proof needs L on the region between them), or the
+    given `lipschitz` for both schemes. Returns (B, N+1) arrays error, error_parallel, log10_bound (never inf),
+    log10_bound_parallel; (B,) L, L_parallel, M; sigma (B, S) every sigma_max met; t (N+1,); `solver` (the name)."""
     N, T = model.num_steps, model.horizon
     h = T / N
     name = solver or model.solver_name
-    with explicit_attention(model):
-        field = model.field.double()
-        try:
-            x0 = x0.double()
-            t = torch.linspace(0.0, T, N + 1, dtype=torch.float64, device=x0.device)
-            tf = torch.linspace(0.0, T, m_refine * N + 1, dtype=torch.float64, device=x0.device)
-            ref_fine = odeint(field, x0, tf, method="dopri5", rtol=rtol, atol=atol)  # (m N + 1, B, T, D)
-            ref = ref_fine[::m_refine]  # X(t_n)
-            own = get_solver(name).integrate(field, x0, N, T)
-            par = get_solver("parallel").integrate(field, x0, N, T)
-            psi = field_fn(model)
-            M = torch.zeros(x0.shape[0], dtype=torch.float64, device=x0.device)
-            for X in ref_fine:
-                _, acc = jvp(psi, (X,), (psi(X),))  # X'' = J psi
-                M = torch.maximum(M, acc.flatten(1).norm(dim=1))
+    with explicit_attention(model, float64=True):
+        field = model.field
+        x0 = x0.double()
+        t = torch.linspace(0.0, T, N + 1, dtype=torch.float64, device=x0.device)
+        tf = torch.linspace(0.0, T, m_refine * N + 1, dtype=torch.float64, device=x0.device)
+        ref_fine = odeint(field, x0, tf, method="dopri5", rtol=rtol, atol=atol)  # (m N + 1, B, T, D)
+        ref = ref_fine[::m_refine]  # X(t_n)
+        own = get_solver(name).integrate(field, x0, N, T)
+        par = get_solver("parallel").integrate(field, x0, N, T)
+        psi = functools.partial(field, None)  # psi(X) = F(X) + G(X)
+        M = torch.zeros(x0.shape[0], dtype=torch.float64, device=x0.device)
+        for X in ref_fine:
+            _, acc = jvp(psi, (X,), (psi(X),))  # X'' = J psi
+            M = torch.maximum(M, acc.flatten(1).norm(dim=1))
 
-            def sigmas(states: Sequence[torch.Tensor]) -> torch.Tensor:
-                with torch.enable_grad():
-                    return torch.stack([jacobian_sigma_max(psi, X, iters) for X in states], 1)  # (B, S)
+        def sigmas(states: Sequence[torch.Tensor]) -> torch.Tensor:
+            with torch.enable_grad():
+                return torch.stack([jacobian_sigma_max(psi, X, iters) for X in states], 1)  # (B, S)
 
-            s_ref, s_own, s_par = sigmas(ref), sigmas(own[1:]), sigmas(par[1:])
-            L_own = torch.maximum(s_ref.amax(1), s_own.amax(1))
-            L_par = torch.maximum(s_ref.amax(1), s_par.amax(1))
-
-            def err(states: Sequence[torch.Tensor]) -> torch.Tensor:
-                return torch.stack([(e - r).flatten(1).norm(dim=1) for e, r in zip(states, ref)], 1)  # (B, N+1)
-
-            out = {}
-            for key, states, L in (("", own, L_own), ("_parallel", par, L_par)):
-                Lb = L if lipschitz is None else torch.full_like(L, float(lipschitz))
-                out[f"error{key}"] = err(states).cpu().numpy()
-                out[f"log10_bound{key}"] = (log_prop1_bound(Lb.cpu(), t.cpu(), h, M.cpu()) / LN10).numpy()
-        finally:
-            model.field.float()
+        s_ref, s_own, s_par = sigmas(ref), sigmas(own[1:]), sigmas(par[1:])
+        L_own = torch.maximum(s_ref.amax(1), s_own.amax(1))
+        L_par = torch.maximum(s_ref.amax(1), s_par.amax(1))
+        out = {}
+        for key, states, L in (("", own, L_own), ("_parallel", par, L_par)):
+            Lb = L if lipschitz is None else torch.full_like(L, float(lipschitz))
+            err = torch.stack([(e - r).flatten(1).norm(dim=1) for e, r in zip(states, ref)], 1)  # (B, N+1)
+            out[f"error{key}"] = err.cpu().numpy()
+            out[f"log10_bound{key}"] = (log_prop1_bound(Lb.cpu(), t.cpu(), h, M.cpu()) / LN10).numpy()
     return {**out, "L": L_own.cpu().numpy(), "L_parallel": L_par.cpu().numpy(), "M": M.cpu().numpy(),
             "sigma": torch.cat([s_ref, s_own, s_par], 1).cpu().numpy(), "t": t.cpu().numpy(), "solver": name}
 
@@ -430,56 +350,17 @@ def _pow10(x: float) -> Optional[float]:
 
 
 def prop1_summary(error: np.ndarray, log10_bound: np.ndarray) -> Dict[str, float]:
-    """Over images and steps n >= 1: the fraction of (image, step) pairs with error <= bound (compared in log10),
-    and the tightness bound / error (min, median; pairs with error 0 left out) with its log10; `vacuous` when the
-    median pair has bound >= 10 x error ("holds, vacuous": informative at a few pairs at most), `holds` when every pair is within."""
+    """Over images and steps n >= 1, compared in log10: the fraction of (image, step) pairs with error <= bound
+    (`holds` when all are), the tightness bound / error (min, median, and their log10; pairs with error 0 left out),
+    `vacuous` when the median pair has bound >= 10 x error (informative at a few pairs at most), the largest bound."""
     le, lb = _log10(error[:, 1:]), log10_bound[:, 1:]
     ratio = (lb - le)[np.isfinite(le)]  # log10 tightness
     lo = float(ratio.min()) if ratio.size else math.nan
     med = float(np.median(ratio)) if ratio.size else math.nan
     within = float((le <= lb).mean())
-    return {"fraction_within": within, "holds": bool(within == 1.0),
-            "log10_tightness_min": lo, "log10_tightness_median": med,
-            "tightness_min": _pow10(lo), "tightness_median": _pow10(med),
+    return {"fraction_within": within, "holds": bool(within == 1.0), "log10_tightness_min": lo,
+            "log10_tightness_median": med, "tightness_min": _pow10(lo), "tightness_median": _pow10(med),
             "vacuous": bool(med >= 1.0), "log10_bound_max": float(lb.max())}
-
-
-# ------------------------------------------------------------------------------- per-sample exponents, fidelity
-@torch.no_grad()
-def lyapunov_table(model: ODEViT, loader: Iterable, device: torch.device) -> "pd.DataFrame":
-    """Per test image: label, prediction correct?, largest finite-time CLS exponent (`cls_lyapunov`)."""
-    import pandas as pd
-
-    rows = []
-    for x, y in loader:
-        x = x.to(device)
-        pred = model(x).argmax(-1).cpu()
-        lam = cls_lyapunov(model, model.embed(x)).cpu()
-        rows += [{"label": int(t), "correct": bool(p == t), "lyapunov": float(l)} for t, p, l in zip(y, pred, lam)]
-    return pd.DataFrame(rows)
-
-
-@torch.no_grad()
-def relative_fidelity(student: ODEViT, teacher: nn.Module, loader: Iterable, checkpoints: Sequence[int],
-                      device: torch.device) -> Dict[str, List[float]]:
-    """Per checkpoint l (means over the loader's images, CLS token):
-        student: ||X_{c_l} - h_l|| / ||h_l||     teacher's own step: ||h_l - h_{l-1}|| / ||h_l||
-    A student whose relative distance is well below the teacher's relative step passes through h_l more closely
-    than the teacher's neighbouring layer does."""
-    from ..teacher import hidden_states
-
-    rel_s, rel_t, n = 0.0, 0.0, 0
-    for x, _ in loader:
-        x = x.to(device)
-        states = student.forward_trajectory(x)["states"]
-        hs = hidden_states(teacher, x)
-        norm = torch.stack([h[:, 0].norm(dim=-1) for h in hs[1:]], 1)  # (B, L)
-        ds = torch.stack([(states[c][:, 0] - h[:, 0]).norm(dim=-1) for c, h in zip(checkpoints, hs[1:])], 1)
-        dt = torch.stack([(b[:, 0] - a[:, 0]).norm(dim=-1) for a, b in zip(hs[:-1], hs[1:])], 1)
-        rel_s = rel_s + (ds / norm).sum(0)
-        rel_t = rel_t + (dt / norm).sum(0)
-        n += x.shape[0]
-    return {"student": (rel_s / n).tolist(), "teacher_step": (rel_t / n).tolist()}
 
 
 # ------------------------------------------------------------------- 06_dynamics: tables over (cell, seed) models
@@ -489,23 +370,32 @@ def seed_key(seed: int) -> str:
     return f"seed{seed}"
 
 
+@torch.no_grad()
+def lyapunov_table(model: ODEViT, loader: Iterable, device: torch.device) -> pd.DataFrame:
+    """Per test image: label, prediction correct?, largest finite-time CLS exponent (`cls_lyapunov`)."""
+    rows = []
+    for x, y in loader:
+        x = x.to(device)
+        pred = model(x).argmax(-1).cpu()
+        lam = cls_lyapunov(model, model.embed(x)).cpu()
+        rows += [{"label": int(t), "correct": bool(p == t), "lyapunov": float(l)} for t, p, l in zip(y, pred, lam)]
+    return pd.DataFrame(rows)
+
+
 def lyapunov_study(models: Dict[Tuple[str, int], ODEViT], loader: Iterable,
-                   device: torch.device) -> Tuple["pd.DataFrame", "pd.DataFrame", Dict[str, Dict[str, dict]]]:
+                   device: torch.device) -> Tuple[pd.DataFrame, pd.DataFrame, Dict[str, Dict[str, dict]]]:
     """Per image (every model): the CLS exponent and correctness; per (cell, seed, class): mean exponent and Acc@1
     (the paper's Fig. 4); metrics[cell][seed<s>]: point-biserial r of exponent vs correctness with its Fisher-z
     95 % CI, AUC of the exponent for telling wrong from correct, mean exponent."""
-    import pandas as pd
-
     per_image = pd.concat([lyapunov_table(m, loader, device).assign(cell=c, seed=s) for (c, s), m in models.items()])
     metrics: Dict[str, Dict[str, dict]] = {}
     for (c, s), g in per_image.groupby(["cell", "seed"]):
         metrics.setdefault(c, {})[seed_key(s)] = {**point_biserial(g.lyapunov, g.correct),
-                                                  "auc": auc(g.lyapunov, ~g.correct),
-                                                  "mean": float(g.lyapunov.mean())}
+                                                  "auc": auc(g.lyapunov, ~g.correct), "mean": float(g.lyapunov.mean())}
     return per_image, per_class_table(per_image), metrics
 
 
-def per_class_table(per_image: "pd.DataFrame") -> "pd.DataFrame":
+def per_class_table(per_image: pd.DataFrame) -> pd.DataFrame:
     """Per (cell, seed, class) of a per-image table (columns cell, seed, label, correct, lyapunov): the mean
     exponent, the class Acc@1 and the number of images; `series` = the cell (for `dvc plots`)."""
     return (per_image.groupby(["cell", "seed", "label"])
@@ -513,20 +403,18 @@ def per_class_table(per_image: "pd.DataFrame") -> "pd.DataFrame":
             .reset_index().assign(series=lambda t: t.cell))
 
 
-def lyapunov_class_correlation(per_class: "pd.DataFrame") -> Dict[str, Dict[str, dict]]:
+def lyapunov_class_correlation(per_class: pd.DataFrame) -> Dict[str, Dict[str, dict]]:
     """The paper's unit (Fig. 4 caption: per class): per (cell, seed), Pearson r of the class mean exponent vs the
-    class Acc@1 over the classes (scipy.stats.pearsonr), its two-sided p value and n_classes. r < 0 is the paper's
-    reading (classes with larger exponents are classified worse). r and p are NaN with fewer than 3 classes or a
-    constant column. Returns {cell: {"seed<s>": {r, p_value, n_classes}}}."""
-    from scipy import stats as sst
-
+    class Acc@1 over the classes, its two-sided p value and n_classes: {cell: {"seed<s>": {r, p_value, n_classes}}}.
+    r < 0 is the paper's reading (classes with larger exponents are classified worse); r and p are NaN with fewer
+    than 3 classes or a constant column."""
     out: Dict[str, Dict[str, dict]] = {}
     for (c, s), g in per_class.groupby(["cell", "seed"]):
         n = len(g)
         if n < 3 or g.lyapunov.nunique() < 2 or g.acc1.nunique() < 2:
             r, p = math.nan, math.nan
         else:
-            res = sst.pearsonr(g.lyapunov.to_numpy(np.float64), g.acc1.to_numpy(np.float64))
+            res = st.pearsonr(g.lyapunov.to_numpy(np.float64), g.acc1.to_numpy(np.float64))
             r, p = float(res.statistic), float(res.pvalue)
         out.setdefault(c, {})[seed_key(s)] = {"r": r, "p_value": p, "n_classes": int(n)}
     return out
@@ -534,27 +422,19 @@ def lyapunov_class_correlation(per_class: "pd.DataFrame") -> Dict[str, Dict[str,
 
 def _log10_mean(log10_values: np.ndarray, axis: int = 0) -> np.ndarray:
     """log10 of the mean of 10^values along `axis`, without leaving log space (logsumexp)."""
-    from scipy.special import logsumexp
-
     return (logsumexp(log10_values * LN10, axis=axis) - math.log(log10_values.shape[axis])) / LN10
 
 
 def prop1_study(models: Dict[int, ODEViT], x: torch.Tensor, iters: int,
-                paper_lipschitz: float) -> Tuple["pd.DataFrame", "pd.DataFrame", Dict[str, dict]]:
-    """Proposition 1 at every step for each seed's model (`prop1_per_step` on the same images), along the model's
-    own solver and along unsplit Euler.
-
-    per_step (one row per seed, step n >= 1, series; log10 of the mean over the images, step 0 left out: error and
-    bound are 0): 'error' and 'bound_measured_L' (model's solver), 'error_parallel' and 'bound_parallel_measured_L'
-    (unsplit Euler), 'bound_paper_L' (L = paper_lipschitz; M is the exact solution's, so it serves both schemes).
-    tightness (seed, step, series 'min' / 'median' over the images): log10(bound / error), model's solver.
-    metrics["seed<s>"]: `prop1_summary` of the model's solver with the measured L (fraction_within, holds,
-    tightness_min/median and their log10, vacuous, log10_bound_max), fraction_within_parallel and
-    tightness_min_parallel, fraction_within_paper_L (model's solver, L = paper_L), L_max / L_median (per-image
-    largest sigma_max), sigma_max_median (median of every sigma_max met: L = 1/2 is no Lipschitz constant of psi
-    when it is larger), M_max, paper_L, mlp_lipschitz_upper, solver, n_images."""
-    import pandas as pd
-
+                paper_lipschitz: float) -> Tuple[pd.DataFrame, pd.DataFrame, Dict[str, dict]]:
+    """`prop1_per_step` for each seed's model on the same images. per_step (seed, step n >= 1, series; log10 of the
+    mean over the images; step 0, where error and bound are 0, left out): 'error' and 'bound_measured_L' (model's
+    solver), 'error_parallel' and 'bound_parallel_measured_L' (unsplit Euler), 'bound_paper_L' (L = paper_lipschitz;
+    M is the exact solution's, so it serves both schemes). tightness (seed, step, series 'min' / 'median' over the
+    images): log10(bound / error), model's solver. metrics["seed<s>"]: `prop1_summary` (model's solver, measured L),
+    fraction_within_parallel, tightness_min_parallel, fraction_within_paper_L, L_max / L_median (per-image largest
+    sigma_max), sigma_max_median (of every sigma_max met: L = 1/2 is no Lipschitz constant of psi when it is
+    larger), M_max, paper_L, mlp_lipschitz_upper, solver, n_images."""
     rows, tight, metrics = [], [], {}
     for s, m in models.items():
         x0 = m.embed(x).detach()
@@ -562,8 +442,8 @@ def prop1_study(models: Dict[int, ODEViT], x: torch.Tensor, iters: int,
         h = m.horizon / m.num_steps
         lb_paper = (log_prop1_bound(torch.full((len(r["M"]),), float(paper_lipschitz)), torch.from_numpy(r["t"]), h,
                                     torch.from_numpy(r["M"])) / LN10).numpy()
-        own, par = prop1_summary(r["error"], r["log10_bound"]), prop1_summary(r["error_parallel"],
-                                                                              r["log10_bound_parallel"])
+        own = prop1_summary(r["error"], r["log10_bound"])
+        par = prop1_summary(r["error_parallel"], r["log10_bound_parallel"])
         metrics[seed_key(s)] = {
             **own, "fraction_within_parallel": par["fraction_within"], "tightness_min_parallel": par["tightness_min"],
             "fraction_within_paper_L": prop1_summary(r["error"], lb_paper)["fraction_within"],
@@ -578,7 +458,8 @@ def prop1_study(models: Dict[int, ODEViT], x: torch.Tensor, iters: int,
         ratio = r["log10_bound"][:, 1:] - _log10(r["error"][:, 1:])  # (B, N), log10 tightness of steps 1..N
         for n in range(1, r["error"].shape[1]):
             t_n = float(r["t"][n])
-            rows += [{"seed": s, "step": n, "t": t_n, "series": k, "log10_value": float(v[n])} for k, v in means.items()]
+            rows += [{"seed": s, "step": n, "t": t_n, "series": k, "log10_value": float(v[n])}
+                     for k, v in means.items()]
             ok = ratio[:, n - 1][np.isfinite(ratio[:, n - 1])]
             if ok.size:
                 tight += [{"seed": s, "step": n, "t": t_n, "series": "min", "log10_tightness": float(ok.min())},
@@ -587,13 +468,10 @@ def prop1_study(models: Dict[int, ODEViT], x: torch.Tensor, iters: int,
 
 
 def convergence_table(model: ODEViT, x0: torch.Tensor, steps: Sequence[int], lipschitz: float,
-                      measured_lipschitz: Optional[float] = None) -> Tuple["pd.DataFrame", Dict[str, float]]:
+                      measured_lipschitz: Optional[float] = None) -> Tuple[pd.DataFrame, Dict[str, float]]:
     """`convergence_study` for unsplit Euler and for the model's own solver (explicit attention, as in training):
-    error ||X_N - X(T)|| per N as series 'euler_parallel' and 'model_<solver>', beside the bound at T with
-    `lipschitz` (bound, log10_bound) and, if given, with `measured_lipschitz` (log10_bound_measured_L);
-    the observed orders."""
-    import pandas as pd
-
+    series 'euler_parallel' and 'model_<solver>' (error, bound, log10_bound, log10_bound_measured_L per N); the
+    observed orders."""
     out, orders = [], {}
     with explicit_attention(model):
         for series, solver in (("euler_parallel", "parallel"), (f"model_{model.solver_name}", model.solver_name)):
@@ -605,18 +483,29 @@ def convergence_table(model: ODEViT, x0: torch.Tensor, steps: Sequence[int], lip
                                                "order_model_solver": orders[f"model_{model.solver_name}"]}
 
 
+@torch.no_grad()
 def fidelity_study(models: Dict[int, ODEViT], teacher: nn.Module, loader: Iterable, checkpoints: Sequence[int],
-                   device: torch.device) -> Tuple["pd.DataFrame", Dict[str, float]]:
-    """`relative_fidelity` for each seed's student: per (seed, layer) the series 'student' (||X_{c_l} - h_l|| /
-    ||h_l||) and 'teacher_step' (||h_l - h_{l-1}|| / ||h_l||); metrics: both means over seeds and layers."""
-    import pandas as pd
-
+                   device: torch.device) -> Tuple[pd.DataFrame, Dict[str, float]]:
+    """Per (seed, layer l), means over the loader's images of the CLS token: series 'student' ||X_{c_l} - h_l|| /
+    ||h_l|| and 'teacher_step' (the teacher's own step) ||h_l - h_{l-1}|| / ||h_l||; metrics: both means over seeds
+    and layers. A student well below the teacher's relative step passes through h_l more closely than the
+    teacher's neighbouring layer does."""
     rows = []
     for s, m in models.items():
-        f = relative_fidelity(m, teacher, loader, checkpoints, device)
-        for series in ("student", "teacher_step"):
+        rel_s, rel_t, n = 0.0, 0.0, 0
+        for x, _ in loader:
+            x = x.to(device)
+            states = m.forward_trajectory(x)["states"]
+            hs = hidden_states(teacher, x)
+            norm = torch.stack([h[:, 0].norm(dim=-1) for h in hs[1:]], 1)  # (B, L)
+            ds = torch.stack([(states[c][:, 0] - h[:, 0]).norm(dim=-1) for c, h in zip(checkpoints, hs[1:])], 1)
+            dt = torch.stack([(b[:, 0] - a[:, 0]).norm(dim=-1) for a, b in zip(hs[:-1], hs[1:])], 1)
+            rel_s = rel_s + (ds / norm).sum(0)
+            rel_t = rel_t + (dt / norm).sum(0)
+            n += x.shape[0]
+        for series, rel in (("student", rel_s), ("teacher_step", rel_t)):
             rows += [{"seed": s, "layer": l + 1, "checkpoint": checkpoints[l], "series": series, "relative_distance": v}
-                     for l, v in enumerate(f[series])]
+                     for l, v in enumerate((rel / n).tolist())]
     fid = pd.DataFrame(rows)
     means = fid.groupby("series").relative_distance.mean()
     return fid, {"student_rel_mean": float(means["student"]), "teacher_step_rel_mean": float(means["teacher_step"])}
@@ -624,18 +513,14 @@ def fidelity_study(models: Dict[int, ODEViT], teacher: nn.Module, loader: Iterab
 
 @torch.no_grad()
 def halting_study(model: ODEViT, loader: Iterable, device: torch.device, rel_eps: Sequence[float], stable: int,
-                  tolerance_pts: float = 0.3) -> Tuple["pd.DataFrame", Dict[str, object]]:
+                  tolerance_pts: float = 0.3) -> Tuple[pd.DataFrame, Dict[str, object]]:
     """Adaptive halting on every image of the loader: stop when the increment ||X_{k+1} - X_k|| falls below
     eps = rel_eps x its median over all steps and images (series 'increment'), or also when the prediction has
     been stable for `stable` steps (series 'increment_or_stable'). Per rule and eps: mean evaluations of psi,
     saving, Acc@1 and its loss against all N steps; metrics: the largest saving within `tolerance_pts`."""
-    import pandas as pd
-
-    incs, preds, ys = [], [], []
-    for xb, yb in loader:
-        inc, pred = step_trace(model, xb.to(device))
-        incs.append(inc.cpu()); preds.append(pred.cpu()); ys.append(yb)
-    inc, pred, y = torch.cat(incs, 1), torch.cat(preds, 1), torch.cat(ys)
+    traces = [(*step_trace(model, xb.to(device)), yb) for xb, yb in loader]  # (inc, pred, labels) per batch
+    inc, pred = (torch.cat([tr[i].cpu() for tr in traces], 1) for i in (0, 1))
+    y = torch.cat([tr[2] for tr in traces])
     med, N = float(inc.median()), inc.shape[0]
     full_acc = float((pred[-1] == y).float().mean())
     rows = []
@@ -653,7 +538,6 @@ def halting_study(model: ODEViT, loader: Iterable, device: torch.device, rel_eps
 
 
 # --- effect sizes of a per-sample quantity against correctness (the Lyapunov exponent against a correct answer)
-
 def point_biserial(values: Sequence[float], flag: Sequence[bool], level: float = 0.95) -> Dict[str, float]:
     """Correlation of a per-sample quantity with a binary flag (e.g. correct): r, its p value, and the Fisher-z
     interval (z = atanh r ± z_q / sqrt(n - 3))."""
@@ -678,19 +562,12 @@ def auc(values: Sequence[float], flag: Sequence[bool]) -> float:
 
 
 # --- the figures and the closing summary (06_dynamics) ------------------------------------------------------------
-
 def seeds_label(seeds: Sequence[int]) -> str:
     """'seed 0' or 'seeds 0, 1, 2'."""
     seeds = sorted(seeds)
     return ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(str(s) for s in seeds)
 
 
-def _legend_outside(ax: plt.Axes, **kw) -> None:
-    if ax.get_legend() is not None:
-        sns.move_legend(ax, "upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, **kw)
-
-
-# ------------------------------------------------------------------------------------------------------- Lyapunov
 def lyapunov_figure(per_image: pd.DataFrame, per_class: pd.DataFrame, class_corr: Dict[str, Dict[str, dict]],
                     reference: str, seed: int) -> Figure:
     """Left: the exponent of correct vs wrong images (reference cell, one seed). Right: per class (the unit of
@@ -700,8 +577,8 @@ def lyapunov_figure(per_image: pd.DataFrame, per_class: pd.DataFrame, class_corr
     sns.histplot(data=g0.assign(prediction=g0.correct.map({True: "correct", False: "wrong"})), x="lyapunov",
                  hue="prediction", hue_order=["correct", "wrong"], stat="density", common_norm=False,
                  element="step", ax=axes[0])
-    axes[0].set_xlabel("CLS exponent λ (per unit time)")
-    axes[0].set_title(f"per image: {reference}, seed {seed}, {len(g0)} test images")
+    axes[0].set(xlabel="CLS exponent λ (per unit time)",
+                title=f"per image: {reference}, seed {seed}, {len(g0)} test images")
     sns.move_legend(axes[0], "upper right", frameon=False)
     sns.scatterplot(data=per_class, x="lyapunov", y="acc1", hue="cell", style="seed", s=45, ax=axes[1])
     h, lab = axes[1].get_legend_handles_labels()
@@ -709,9 +586,9 @@ def lyapunov_figure(per_image: pd.DataFrame, per_class: pd.DataFrame, class_corr
     rs = [f"{c} s{s}: r = {v['r']:+.2f} (p = {v['p_value']:.2g})" for c, d in class_corr.items() for s, v in
           ((k.removeprefix("seed"), v) for k, v in d.items())]
     axes[1].legend(h, lab, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=8)
-    axes[1].text(1.02, 0.0, "Pearson r, class exponent\nvs class Acc@1:\n" + "\n".join(rs), transform=axes[1].transAxes,
-                 fontsize=8, va="bottom")
-    axes[1].set_xlabel("class mean CLS exponent λ"); axes[1].set_ylabel("class Acc@1")
+    axes[1].text(1.02, 0.0, "Pearson r, class exponent\nvs class Acc@1:\n" + "\n".join(rs), fontsize=8, va="bottom",
+                 transform=axes[1].transAxes)
+    axes[1].set(xlabel="class mean CLS exponent λ", ylabel="class Acc@1")
     cells = sorted(per_class.cell.unique())
     n_img = int(per_class[(per_class.cell == cells[0]) & (per_class.seed == per_class.seed.min())].n.sum())
     axes[1].set_title(f"per class (Fig. 4 unit): {', '.join(cells)}; {seeds_label(per_class.seed.unique())}; "
@@ -719,7 +596,6 @@ def lyapunov_figure(per_image: pd.DataFrame, per_class: pd.DataFrame, class_corr
     return fig
 
 
-# -------------------------------------------------------------------------------------------------- Proposition 1
 PROP1_STYLE = {  # series -> (label, colour, dashes)
     "error": ("error, model's solver", "C0", ""),
     "bound_measured_L": ("bound, measured L (model's solver)", "C0", (4, 2)),
@@ -748,7 +624,7 @@ def prop1_figure(per_step: pd.DataFrame, tight: pd.DataFrame, metrics: Dict[str,
                 ax.plot(d.step, d.log10_value, color=colour, dashes=dash or (None, None), marker=markers[j % 5],
                         ms=3.5, lw=3 if wide else 1.3, alpha=0.55 if wide else 1.0,
                         label=label if (j == 0 and ax is axes[0]) else None)
-        ax.set_xlabel("step n"); ax.set_ylabel("log10 ‖X_n − X(t_n)‖  or  log10 bound_n")
+        ax.set(xlabel="step n", ylabel="log10 ‖X_n − X(t_n)‖  or  log10 bound_n")
     axes[0].set_title("errors and bounds (log10, mean over images)", fontsize=10)
     axes[1].set_title("zoom: errors and the L = 1/2 bound", fontsize=10)
     for j, s in enumerate(seeds):
@@ -767,10 +643,9 @@ def prop1_figure(per_step: pd.DataFrame, tight: pd.DataFrame, metrics: Dict[str,
             transform=ax.get_yaxis_transform())
     ax.text(0.99, 1, "vacuous above (≥ 10×) ", color="gray", va="bottom", ha="right", fontsize=8,
             transform=ax.get_yaxis_transform())
-    ax.set_xlabel("step n"); ax.set_ylabel("log10(bound / error), measured L")
+    ax.set(xlabel="step n", ylabel="log10(bound / error), measured L")
     ax.set_title("tightness, model's solver", fontsize=10)
-    h0, l0 = axes[0].get_legend_handles_labels()
-    h2, l2 = ax.get_legend_handles_labels()
+    (h0, l0), (h2, l2) = axes[0].get_legend_handles_labels(), ax.get_legend_handles_labels()
     fig.legend(h0 + h2, l0 + l2, loc="outside lower center", ncol=4, frameon=False, fontsize=8)
     fig.suptitle(f"Proposition 1 at every step: {cell}, {seeds_label(seeds)}, {v0['n_images']} images each, model's "
                  f"solver {v0['solver']} (parallel Euler: wide pale lines)", fontsize=11)
@@ -786,9 +661,10 @@ def euler_bound_figure(table: pd.DataFrame, orders: Dict[str, float], cell: str,
     for k, (series, d) in enumerate(table.groupby("series", sort=False)):
         ax.plot(d.N, d.error, "o-", color=f"C{k}", label=f"error, {series}")
         ok = d.log10_bound.notna()
-        ax.plot(d.N[ok], 10.0 ** d.log10_bound[ok], "s--", color=f"C{k}", ms=4, label=f"bound, L = {paper_L:g}, {series}")
+        ax.plot(d.N[ok], 10.0 ** d.log10_bound[ok], "s--", color=f"C{k}", ms=4,
+                label=f"bound, L = {paper_L:g}, {series}")
     ax.set_xscale("log", base=2); ax.set_yscale("log")
-    ax.set_xlabel("N (steps)"); ax.set_ylabel("‖X_N − X(T)‖ and its bound (mean over images)")
+    ax.set(xlabel="N (steps)", ylabel="‖X_N − X(T)‖ and its bound (mean over images)")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=8)
     t = (f"{cell}, seed {seed}, {n_images} images; observed order {abs(orders['order_parallel']):.2f} (parallel), "
          f"{abs(orders['order_model_solver']):.2f} (model's solver)")
@@ -799,16 +675,17 @@ def euler_bound_figure(table: pd.DataFrame, orders: Dict[str, float], cell: str,
     return fig
 
 
-# ---------------------------------------------------------------------------------------------- fidelity, halting
 def fidelity_figure(fid: pd.DataFrame, cell: str, n_images: int) -> Figure:
+    """The student's and the teacher's own step's relative CLS distances per teacher layer (`fidelity_study`)."""
     fig, ax = plt.subplots(figsize=(8.5, 3.6), constrained_layout=True)
     names = {"student": "student ‖X_c − h_l‖ / ‖h_l‖", "teacher_step": "teacher ‖h_l − h_(l−1)‖ / ‖h_l‖"}
     sns.lineplot(data=fid.assign(series=fid.series.map(names)), x="layer", y="relative_distance", hue="series",
                  style="series", markers=True, errorbar="sd", ax=ax)
-    ax.set_ylabel("relative distance (CLS)"); ax.set_xlabel("teacher layer l")
+    ax.set(ylabel="relative distance (CLS)", xlabel="teacher layer l")
     band = " (band: sd over seeds)" if fid.seed.nunique() > 1 else ""
     ax.set_title(f"fidelity: {cell}, {seeds_label(fid.seed.unique())}{band}, {n_images} images each", fontsize=10)
-    _legend_outside(ax, fontsize=8)
+    if ax.get_legend() is not None:
+        sns.move_legend(ax, "upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=8)
     return fig
 
 
@@ -818,10 +695,9 @@ HALTING_RULES = {"increment": "halt when ‖X_(k+1) − X_k‖ < ε",
 
 def halting_figure(halt: pd.DataFrame, metrics: dict, cell: str, seed: int, n_images: int,
                    seeds: Optional[Sequence[int]] = None) -> Figure:
-    """Test Acc@1 (%) against the mean evaluations of ψ per image, one line per halting rule (named in words, the
-    `HALTING_RULES`; `analysis.halting_study`'s series), each point labelled with its ε as a multiple of the median
-    increment, beside Acc@1 with all N steps. One model: `seed` of `cell`; `seeds` (the cell's seeds the notebook
-    has) makes the title say that the others were not halted. The legend sits below the axes."""
+    """Test Acc@1 (%) against the mean evaluations of ψ per image, one line per halting rule (`halting_study`'s
+    series, named by `HALTING_RULES`), each point labelled with its ε (a multiple of the median increment), beside
+    Acc@1 with all N steps. One model, `seed` of `cell`; the title names the other `seeds`, not halted."""
     fig, ax = plt.subplots(figsize=(8, 4.6), constrained_layout=True)
     N = metrics["N"]
     for k, (series, g) in enumerate(halt.groupby("series", sort=False)):
@@ -838,13 +714,10 @@ def halting_figure(halt: pd.DataFrame, metrics: dict, cell: str, seed: int, n_im
                         ha="right" if right else "left", fontsize=7, color=f"C{k}")
     ax.axhline(100 * metrics["full_acc1"], ls="--", color="gray",
                label=f"no halting: all N = {N} steps ({100 * metrics['full_acc1']:.1f} %)")
-    ax.set_xlim(0, N + 0.8)
+    ax.set(xlim=(0, N + 0.8), xlabel=f"mean evaluations of ψ per image (of N = {N})", ylabel="test Acc@1 (%)")
     ax.margins(y=0.1)  # room for the points' labels
-    ax.set_xlabel(f"mean evaluations of ψ per image (of N = {N})")
-    ax.set_ylabel("test Acc@1 (%)")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1, frameon=False, fontsize=8,
-              title="ε: multiple of the median increment ‖X_(k+1) − X_k‖ over every step and image",
-              title_fontsize=8)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1, frameon=False, fontsize=8, title_fontsize=8,
+              title="ε: multiple of the median increment ‖X_(k+1) − X_k‖ over every step and image")
     others = sorted(set(seeds or ()) - {seed})
     one = (f"seed {seed} only (one model; not repeated for {seeds_label(others)})" if others
            else f"seed {seed} (one model)")
@@ -852,15 +725,9 @@ def halting_figure(halt: pd.DataFrame, metrics: dict, cell: str, seed: int, n_im
     return fig
 
 
-# ---------------------------------------------------------------------------------------------- attention, PCA
-def _mean_heads(att: torch.Tensor) -> np.ndarray:
-    """(N, B, H, g, g) -> (N, B, g, g), mean over heads."""
-    return att.mean(2).numpy()
-
-
 def attention_steps_figure(att: torch.Tensor, steps: Sequence[int], cell: str, seed: int) -> Figure:
     """CLS -> patch attention (mean over heads) of images x steps, ONE colour scale for every panel, one bar."""
-    a = _mean_heads(att)
+    a = att.mean(2).numpy()  # (N, B, g, g)
     n_img = a.shape[1]
     vmin, vmax = float(a[list(steps)].min()), float(a[list(steps)].max())
     fig, axes = plt.subplots(n_img, len(steps), figsize=(1.35 * len(steps) + 1.2, 1.45 * n_img + 0.6), squeeze=False,
@@ -868,7 +735,7 @@ def attention_steps_figure(att: torch.Tensor, steps: Sequence[int], cell: str, s
     for i in range(n_img):
         for j, k in enumerate(steps):
             im = axes[i, j].imshow(a[k, i], cmap="inferno", vmin=vmin, vmax=vmax)
-            axes[i, j].set_xticks([]); axes[i, j].set_yticks([])
+            axes[i, j].set(xticks=[], yticks=[])
             if i == 0:
                 axes[i, j].set_title(f"step {k + 1}", fontsize=8)
         axes[i, 0].set_ylabel(f"image {i}", fontsize=8)
@@ -886,8 +753,7 @@ def attention_overlay_figure(raw: torch.Tensor, att_last: torch.Tensor, cell: st
     n = raw.shape[0]
     fig, axes = plt.subplots(1, n, figsize=(2.3 * n + 1.0, 2.7), squeeze=False, constrained_layout=True)
     for i in range(n):
-        img = raw[i].float()
-        axes[0, i].imshow(img.permute(1, 2, 0).squeeze(-1).numpy(), cmap="gray")
+        axes[0, i].imshow(raw[i].float().permute(1, 2, 0).squeeze(-1).numpy(), cmap="gray")
         im = axes[0, i].imshow(up[i], alpha=0.6, cmap="inferno", vmin=vmin, vmax=vmax)
         axes[0, i].axis("off"); axes[0, i].set_title(f"image {i}", fontsize=8)
     fig.colorbar(im, ax=axes, shrink=0.85, label="attention, last step")
@@ -897,14 +763,12 @@ def attention_overlay_figure(raw: torch.Tensor, att_last: torch.Tensor, cell: st
 
 def attention_gif(att: torch.Tensor, path: str, fps: int = 3) -> None:
     """An animation over the steps of every image's CLS attention map, one colour scale for all frames."""
-    a = _mean_heads(att)
+    a = att.mean(2).numpy()  # (N, B, g, g), mean over heads
     N, n = a.shape[:2]
     vmin, vmax = float(a.min()), float(a.max())
     fig, axes = plt.subplots(1, n, figsize=(2.2 * n + 0.8, 2.4), squeeze=False)
-    frames = []
-    for k in range(N):
-        frames.append([axes[0, i].imshow(a[k, i], cmap="inferno", vmin=vmin, vmax=vmax, animated=True)
-                       for i in range(n)] + [axes[0, 0].text(0, -0.8, f"step {k + 1}/{N}", fontsize=8)])
+    frames = [[axes[0, i].imshow(a[k, i], cmap="inferno", vmin=vmin, vmax=vmax, animated=True) for i in range(n)]
+              + [axes[0, 0].text(0, -0.8, f"step {k + 1}/{N}", fontsize=8)] for k in range(N)]
     for ax in axes.flat:
         ax.axis("off")
     fig.colorbar(frames[0][0], ax=list(axes.flat), shrink=0.8)
@@ -925,16 +789,18 @@ def trajectories_figure(ps: np.ndarray, pt: np.ndarray, explained: np.ndarray, c
         ax.plot(pt[i, :, 0], pt[i, :, 1], "o--", color="C0", alpha=0.6, ms=3, lw=0.8,
                 label=f"teacher ({pt.shape[1]} states)" if i == 0 else None)
     ax.scatter(ps[:n, 0, 0], ps[:n, 0, 1], color="k", s=12, zorder=3, label="X(0)")
-    ax.set_xlabel(f"PC 1 ({100 * explained[0]:.1f} % of variance)")
-    ax.set_ylabel(f"PC 2 ({100 * explained[1]:.1f} % of variance)")
+    ax.set(xlabel=f"PC 1 ({100 * explained[0]:.1f} % of variance)",
+           ylabel=f"PC 2 ({100 * explained[1]:.1f} % of variance)")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=8)
     ax.set_title(f"CLS trajectories, 2-D PCA fitted on {len(ps)} test images ({n} drawn): {cell}, seed {seed}",
                  fontsize=10)
     return fig
 
 
-# ------------------------------------------------------------------------------------------------ summary text
-def _join(vals: List[float], fmt: str) -> str:
+def _join(vals: Sequence[float] | Dict[str, dict], fmt: str, key: Optional[str] = None) -> str:
+    """The values formatted and comma-joined, None and NaN as n/a; with `key`, vals is {seed<s>: metrics} and each
+    seed's value under `key` is joined."""
+    vals = [v[key] for v in vals.values()] if key else vals
     return ", ".join("n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, fmt) for v in vals)
 
 
@@ -946,13 +812,12 @@ def _excluding_zero(seeds: dict) -> int:
 def what_this_run_shows(metrics: dict, reference: str, test_limit: int) -> str:
     """The notebook's closing text, computed from its metrics: per-image and per-class Lyapunov correlations with
     their direction against the paper's reading, Prop. 1 (holds? vacuous? along which solver), fidelity."""
-    ly = metrics["lyapunov"][reference]
-    lc = metrics["lyapunov_class"][reference]
-    p1 = metrics["prop1"]
+    ly, lc = metrics["lyapunov"][reference], metrics["lyapunov_class"][reference]
+    p1, fid = metrics["prop1"], metrics["fidelity"]
     v0 = next(iter(p1.values()))
-    rs, rc = [v["r"] for v in ly.values()], [v["r"] for v in lc.values()]
 
-    def direction(r: List[float]) -> str:
+    def direction(seeds: dict) -> str:  # the sign of each seed's r
+        r = [v["r"] for v in seeds.values()]
         if all(x > 0 for x in r):
             return "positive in every seed (larger exponent ↔ more often correct: against the paper's reading)"
         if all(x < 0 for x in r):
@@ -964,30 +829,25 @@ def what_this_run_shows(metrics: dict, reference: str, test_limit: int) -> str:
 
     def other(cell: str) -> str:  # the other analysed cells' Lyapunov correlations (e.g. the free ODE beside ref)
         o, oc = metrics["lyapunov"][cell], metrics["lyapunov_class"].get(cell, {})
-        r, c = [v["r"] for v in o.values()], [v["r"] for v in oc.values()]
-        return (f" The same for {cell} ({len(o)} seed(s)): per image r = {_join(r, '.3f')}, {direction(r)}; its 95 % "
-                f"interval excludes 0 in {_excluding_zero(o)} of {len(o)}"
-                + (f"; per class r = {_join(c, '.2f')} (p = {_join([v['p_value'] for v in oc.values()], '.2g')}), "
-                   f"{direction(c)}." if oc else "."))
+        return (f" The same for {cell} ({len(o)} seed(s)): per image r = {_join(o, '.3f', 'r')}, {direction(o)}; its "
+                f"95 % interval excludes 0 in {_excluding_zero(o)} of {len(o)}"
+                + (f"; per class r = {_join(oc, '.2f', 'r')} (p = {_join(oc, '.2g', 'p_value')}), {direction(oc)}."
+                   if oc else "."))
 
-    fid = metrics["fidelity"]
     others = "".join(other(c) for c, v in metrics["lyapunov"].items() if c != reference and v)  # cells with seeds
-    return (f"**What this run shows** ({reference}, {len(ly)} seed(s), {test_limit} test images each). "
-            f"Per image, CLS exponent vs correctness: point-biserial r = {_join(rs, '.3f')}, {direction(rs)}; "
-            f"its 95 % interval excludes 0 in {_excluding_zero(ly)} of "
-            f"{len(ly)}. Per class (Fig. 4's unit, {next(iter(lc.values()))['n_classes']} classes): Pearson r = "
-            f"{_join(rc, '.2f')} (p = {_join([v['p_value'] for v in lc.values()], '.2g')}), {direction(rc)}; "
-            f"p < 0.05 in {sum(v['p_value'] < 0.05 for v in lc.values())} of {len(lc)}.{others} "
+    n_sig = sum(v["p_value"] < 0.05 for v in lc.values())
+    return (f"**What this run shows** ({reference}, {len(ly)} seed(s), {test_limit} test images each). Per image, CLS "
+            f"exponent vs correctness: point-biserial r = {_join(ly, '.3f', 'r')}, {direction(ly)}; its 95 % interval "
+            f"excludes 0 in {_excluding_zero(ly)} of {len(ly)}. Per class (Fig. 4's unit, "
+            f"{next(iter(lc.values()))['n_classes']} classes): Pearson r = {_join(lc, '.2f', 'r')} (p = "
+            f"{_join(lc, '.2g', 'p_value')}), {direction(lc)}; p < 0.05 in {n_sig} of {len(lc)}.{others} "
             f"Prop. 1 along the model's solver ({v0['solver']}, {v0['n_images']} images) with the measured L (max "
-            f"{_join([v['L_max'] for v in p1.values()], '.1f')}): within at a fraction "
-            f"{_join([v['fraction_within'] for v in p1.values()], '.3f')} of (image, step) pairs, tightness (bound ÷ "
-            f"error) min {_join([v['tightness_min'] for v in p1.values()], '.3g')}, median "
-            f"{_join([v['tightness_median'] for v in p1.values()], '.3g')}: "
-            f"{', '.join(p1_state(v) for v in p1.values())}; parallel Euler within at "
-            f"{_join([v['fraction_within_parallel'] for v in p1.values()], '.3f')}. The published code's "
-            f"L = {v0['paper_L']:g} gives {_join([v['fraction_within_paper_L'] for v in p1.values()], '.3f')}, but "
-            f"σ_max(J_ψ) met along the trajectories has median {_join([v['sigma_max_median'] for v in p1.values()], '.2f')}"
-            f" and max {_join([v['L_max'] for v in p1.values()], '.1f')}: L = {v0['paper_L']:g} "
+            f"{_join(p1, '.1f', 'L_max')}): within at a fraction {_join(p1, '.3f', 'fraction_within')} of (image, "
+            f"step) pairs, tightness (bound ÷ error) min {_join(p1, '.3g', 'tightness_min')}, median "
+            f"{_join(p1, '.3g', 'tightness_median')}: {', '.join(p1_state(v) for v in p1.values())}; parallel Euler "
+            f"within at {_join(p1, '.3f', 'fraction_within_parallel')}. The published code's L = {v0['paper_L']:g} "
+            f"gives {_join(p1, '.3f', 'fraction_within_paper_L')}, but σ_max(J_ψ) met along the trajectories has "
+            f"median {_join(p1, '.2f', 'sigma_max_median')} and max {_join(p1, '.1f', 'L_max')}: L = {v0['paper_L']:g} "
             f"{'is not' if max(v['L_max'] for v in p1.values()) > v0['paper_L'] else 'is not contradicted as'} a "
             f"Lipschitz constant of ψ there. Fidelity: the student sits at {fid['student_rel_mean']:.3f} of ‖h_l‖ "
             f"from the teacher's states, against a teacher step of {fid['teacher_step_rel_mean']:.3f}.")
