@@ -2,26 +2,21 @@
 
     python -m odevit.repro.weights --list                        # tags, sizes, published Acc@1
     python -m odevit.repro.weights TAG [--num-steps N] [--limit n] # Acc@1/3/5 of a tag on its test set (fp32, CPU)
-    python -m odevit.repro.weights --publish                     # the plan's teacher and params.yaml's publish rows
-                                                                 # whose runs are all finished -> weights/v2
+    python -m odevit.repro.weights --publish                     # the teacher, finished publish rows -> weights/v2
 
-Publishing writes safetensors (weights only) with weights/v2/manifest.json (sha256, size, architecture, constructor
-arguments, source checkpoint, cell, seed, how the seed was selected, data, metrics), then reloads every tag the way
-users do (odevit.hub) and fails unless it reproduces its run's Acc@1. The runs' best.pt files are the trainer's
-(checkpoints/v2): publish on the machine that trained them.
+The runs' best.pt files are the trainer's (checkpoints/v2): publish on the machine that trained them.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import shutil
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 from .. import hub
 from ..hub import (ARCH_KWARGS, MANIFEST, TAGS, TEACHER_ARCH, V2, WEIGHTS_DIR, WeightsError, create, entry, sha256,
@@ -31,18 +26,17 @@ from . import config, data, pipeline, train
 from . import plan as plan_mod
 
 
-# How far the published Acc@1 (fp32 on this CPU: what users get from `evaluate`) may be from the run's own evaluation
-# on its machine: fp32 on another device (the plan's runs: a GPU) rounds differently and flips a borderline image or
-# two (confirm_55k ce s102: 0.8762 here, 0.8761 on the H100); more than 10 of 10,000 test images is other weights.
+# How far the published Acc@1 (fp32 on this CPU) may be from the run's own (fp32 on its GPU rounds differently, flipping
+# an image or two: confirm_55k ce s102 0.8762 here, 0.8761 on the H100); more than 10 of 10,000 images is other weights.
 ACC1_TOLERANCE = 0.001
 
 
 def v2_sources(plan_file: str = "params.yaml") -> Tuple[Dict[str, Dict[str, Any]], Dict[str, str]]:
-    """What `--publish` writes (weights/v2), and what it cannot yet: plan v2's teacher, the seed selected on validation
-    (results/v2/teacher/selected.json), from the best.pt kept in git (weights/v2_teacher/best.pt), which must be that
-    seed's (sha256); then params.yaml's `publish` rows, each a study's cell at the seed with the best validation
-    Acc@1 (ties: the first in the plan's order; the test set is never looked at). A row whose cell has not finished
-    every seed is returned as pending (tag -> why) and left out, never published from part of its seeds."""
+    """What `--publish` writes and what it cannot yet (pending: tag -> why): plan v2's selected teacher (the best.pt in
+    git, sha256 checked), then each `publish` row's cell at its best validation seed (ties: the plan's first)."""
+    def selection(seeds: List[int], ms: Dict[int, Dict[str, Any]]) -> str:
+        return (f"best validation Acc@1 of seeds {seeds} (ties: the first in the plan's order): "
+                + ", ".join(f"s{s} {100 * m['val_acc1']:.2f}" for s, m in ms.items()))
     p = pipeline.Plan(plan_file)
     selected = f"{pipeline.RESULTS}/teacher/selected.json"
     if not os.path.isfile(selected):
@@ -50,23 +44,19 @@ def v2_sources(plan_file: str = "params.yaml") -> Tuple[Dict[str, Dict[str, Any]
     sel = pipeline.read_json(selected)
     seed = int(sel["seed"])
     if not os.path.isfile(pipeline.KEPT_TEACHER) or sha256(pipeline.KEPT_TEACHER) != sel["sha256"]:
-        raise WeightsError(f"{pipeline.KEPT_TEACHER}: missing or not the selected teacher's weights (sha256 {sel['sha256']}, "
-                           f"{selected})")
+        raise WeightsError(f"{pipeline.KEPT_TEACHER}: missing or not the selected teacher's weights "
+                           f"(sha256 {sel['sha256']}, {selected})")
     seeds = [int(s) for s in p.plan["teacher"]["seeds"]]
     runs = {s: pipeline.read_json(f"{pipeline.RESULTS}/teacher/s{s}/metrics.json") for s in seeds}
     b, tc = dataclasses.replace(p.base, seed=seed), p.teacher_cfg
     out = {f"{TEACHER_ARCH}.fmnist_v2": dict(
         kind="teacher", checkpoint=pipeline.KEPT_TEACHER, metrics=f"{pipeline.RESULTS}/teacher/s{seed}/metrics.json",
         builder=tc.name or pipeline.GENERIC_VIT, model_kwargs=pipeline.teacher_kwargs(b, tc), cell=None, seed=seed,
-        study=None, plan_hash=runs[seed].get("plan_hash"),
-        selection=f"best validation Acc@1 of seeds {seeds} (ties: the first in the plan's order): "
-                  + ", ".join(f"s{s} {100 * m['val_acc1']:.2f}" for s, m in runs.items()),
-        data=_data_spec(b, seed))}
+        study=None, plan_hash=runs[seed].get("plan_hash"), selection=selection(seeds, runs), data=_data_spec(b, seed))}
     pending: Dict[str, str] = {}
     for i, r in enumerate(p.plan.get("publish") or []):
         tag, study, cell = r["tag"], r["study"], r["cell"]
-        s = p.plan["studies"][study]
-        seeds = [int(x) for x in s["seeds"]]
+        seeds = [int(x) for x in p.plan["studies"][study]["seeds"]]
         files = {x: f"{pipeline.RESULTS}/{study}/{cell}/s{x}/metrics.json" for x in seeds}
         todo = [x for x, f in files.items() if not os.path.isfile(f)]
         if todo:
@@ -78,21 +68,18 @@ def v2_sources(plan_file: str = "params.yaml") -> Tuple[Dict[str, Dict[str, Any]
                                      f"odevit.hub.TAGS ({sorted(t for t, v in TAGS.items() if v[2] == V2)})")
         ms = {x: pipeline.read_json(f) for x, f in files.items()}
         seed = max(seeds, key=lambda x: (ms[x]["val_acc1"], -seeds.index(x)))
-        m = ms[seed]
-        c = pipeline.cell_of(p, study, cell)
+        m, c = ms[seed], pipeline.cell_of(p, study, cell)
         pipeline.teacher_weights(c.teacher, c.checkpoint)
         b = dataclasses.replace(p.base, seed=seed)
         model = pipeline.build_cell(pipeline.load_teacher(b, p.teacher_cfg, torch.device("cpu"), c.checkpoint),
                                     c.distill, c.free)  # as train_cell builds it
-        out[tag] = dict(kind="free" if c.free else "student", checkpoint=f"{pipeline.CKPTS}/{study}/{cell}/s{seed}/best.pt",
-                        metrics=files[seed], builder="odevit.ODEViT", model_kwargs=pipeline.arch_kwargs(model), cell=cell,
-                        seed=seed, study=study, plan_hash=m.get("plan_hash"),
-                        selection=f"best validation Acc@1 of seeds {seeds} (ties: the first in the plan's order): "
-                                  + ", ".join(f"s{x} {100 * ms[x]['val_acc1']:.2f}" for x in seeds),
-                        seeds_compared=seeds, val_acc1=m["val_acc1"], epochs_run=m.get("epochs_run"),
+        out[tag] = dict(kind="free" if c.free else "student",
+                        checkpoint=f"{pipeline.CKPTS}/{study}/{cell}/s{seed}/best.pt", metrics=files[seed],
+                        builder="odevit.ODEViT", model_kwargs=pipeline.arch_kwargs(model), cell=cell, seed=seed,
+                        study=study, plan_hash=m.get("plan_hash"), selection=selection(seeds, ms), seeds_compared=seeds,
+                        val_acc1=m["val_acc1"], epochs_run=m.get("epochs_run"),
                         converged_plan=dict(converged=m.get("converged"), gain_floor_pts=m.get("gain_floor_pts"),
-                                            threshold_pts=m.get("threshold_pts")),
-                        data=_data_spec(b, seed))
+                                            threshold_pts=m.get("threshold_pts")), data=_data_spec(b, seed))
     return out, pending
 
 
@@ -102,24 +89,17 @@ def _data_spec(b: Any, seed: Optional[int]) -> Dict[str, Any]:
                 synthetic_size=b.synthetic_size, seed=seed)
 
 
-def _state_dict(path: str) -> Dict[str, torch.Tensor]:
-    """A checkpoint's weights (train's .pt, or a weights-only .safetensors), contiguous."""
-    sd = load_file(path) if path.endswith(".safetensors") else train.load_checkpoint(path)
-    return {k: v.contiguous() for k, v in (sd["model"] if "model" in sd else sd).items()}
-
-
 def publish(params_file: str = "params.yaml", root: Optional[str] = None) -> Dict[str, Any]:
-    """Write ROOT/TAG.safetensors + ROOT/manifest.json from the runs' best checkpoints (weights/v2). Everything is
-    written to ROOT.staging and checked there — every tag reloaded the way users load it must reproduce its run's
-    Acc@1 — before it replaces ROOT: a failure leaves the previous weights untouched and nothing half-written."""
+    """Write ROOT/TAG.safetensors + ROOT/manifest.json (weights/v2) from the runs' best checkpoints, in ROOT.staging
+    until every tag, reloaded as users load it, reproduces its run's Acc@1: a failure leaves ROOT untouched."""
     root = root or os.path.join(WEIGHTS_DIR, V2)
     src, pending = v2_sources(params_file)
-    # every input read (and checked) before anything is written
-    inputs = {}
+    inputs = {}  # every input read (and checked) before anything is written
     for tag, e in src.items():
         if not os.path.isfile(e["checkpoint"]):
             raise FileNotFoundError(f"{e['checkpoint']}: missing ({tag}'s weights; its run: {e['metrics']})")
-        inputs[tag] = (_state_dict(e["checkpoint"]), pipeline.read_json(e["metrics"]))
+        sd = train.load_checkpoint(e["checkpoint"])  # the weights, contiguous
+        inputs[tag] = ({k: v.contiguous() for k, v in sd.get("model", sd).items()}, pipeline.read_json(e["metrics"]))
     staging = root.rstrip("/") + ".staging"
     shutil.rmtree(staging, ignore_errors=True)
     os.makedirs(staging)
@@ -134,18 +114,15 @@ def publish(params_file: str = "params.yaml", root: Optional[str] = None) -> Dic
                                 # None: this run's architecture is not the registered one (load with hub.load)
                                 architecture=TAGS[tag][0] if e["model_kwargs"] == ARCH_KWARGS[TAGS[tag][0]] else None,
                                 description=TAGS[tag][1], parameters=int(sum(v.numel() for v in sd.values())),
-                                # metrics: what `python -m odevit.repro.weights TAG` gives (fp32, CPU), set below;
-                                # run_metrics: the run's own evaluation (on its machine)
+                                # metrics (set below): what `weights TAG` gives; run_metrics: the run's own evaluation
                                 run_metrics={k: m[k] for k in ("acc1", "acc3", "acc5") if k in m},
                                 schedule=m.get("checkpoints"),  # a distilled student's c_1..c_L (06 on these weights)
                                 **{k: v for k, v in e.items() if k != "metrics"}, metrics_file=e["metrics"])
-        manifest = {"format": "safetensors state_dict (weights only)", "weights": entries}
-        if pending:  # plan rows whose runs are not finished: named, not published
-            manifest["pending"] = pending
+        manifest = {"format": "safetensors state_dict (weights only)", "weights": entries,
+                    **({"pending": pending} if pending else {})}  # plan rows whose runs are not finished: named
         pipeline.write_json(manifest, os.path.join(staging, MANIFEST))
         for tag, e in entries.items():
-            got = evaluate_tag(tag, root=staging)
-            run = e["run_metrics"]["acc1"]
+            got, run = evaluate_tag(tag, root=staging), e["run_metrics"]["acc1"]
             if abs(got["acc1"] - run) > ACC1_TOLERANCE + 1e-12:
                 raise WeightsError(f"{tag}: reloaded weights give Acc@1 {got['acc1']} where {e['metrics_file']} says "
                                    f"{run} (more than {ACC1_TOLERANCE} apart: not the run's weights)")
@@ -165,22 +142,15 @@ def publish(params_file: str = "params.yaml", root: Optional[str] = None) -> Dic
 
 def evaluate_tag(tag: str, num_steps: Optional[int] = None, root: Optional[str] = None, data_root: Optional[str] = None,
                  limit: Optional[int] = None) -> Dict[str, float]:
-    """Acc@1/3/5 of a published model on the test split it was evaluated on (its manifest's data block), in fp32
-    on CPU, through `create` (timm.create_model for a registered architecture; it checks the file)."""
-    d = entry(tag, root)["data"]
-    model = create(tag, root)
+    """Acc@1/3/5 of a published model on its manifest's test split, fp32 on CPU, through `create` (file checked)."""
+    d, model = entry(tag, root)["data"], create(tag, root)
     if num_steps is not None and not isinstance(model, ODEViT):
         raise ValueError(f"--num-steps: {tag} is a discrete ViT (fixed depth), not an ODE model")
-    return evaluate_on_test(model, d, num_steps, data_root, limit)
-
-
-def evaluate_on_test(model: torch.nn.Module, d: Dict[str, Any], num_steps: Optional[int] = None,
-                     data_root: Optional[str] = None, limit: Optional[int] = None) -> Dict[str, float]:
-    """Acc@1/3/5 of `model` on the test split a manifest's data block `d` names (publish._data_spec), fp32 on CPU."""
     split = data.load_split(d["dataset"], "test", data_root or d["data_root"], download=False,
                             synthetic_size=d["synthetic_size"], seed=d["seed"])
     tf = data.batch_transform(d["dataset"], d["image_size"], d["channels"], d["normalize"])
-    loader = data.Loader(split, d["eval_batch_size"], tf, limit=limit if limit is not None else (d["test_limit"] or None))
+    loader = data.Loader(split, d["eval_batch_size"], tf,
+                         limit=limit if limit is not None else (d["test_limit"] or None))
     train.set_precision("fp32")
     return train.evaluate(model, loader, torch.device("cpu"), num_steps=num_steps)
 
@@ -195,14 +165,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--publish", action="store_true", help="publish the plan's finished cells to weights/v2")
     ap.add_argument("--params", default="params.yaml")
     args = ap.parse_args(argv)
-    if args.publish:
-        try:
-            publish(args.params)
-        except (config.ConfigError, plan_mod.PlanError, train.CheckpointError, FileNotFoundError, WeightsError) as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
-        return 0
+    errors = ((config.ConfigError, plan_mod.PlanError, train.CheckpointError, FileNotFoundError, WeightsError)
+              if args.publish else (WeightsError, data.DatasetError, ValueError))
     try:
+        if args.publish:
+            publish(args.params)
+            return 0
         entries = hub.published()
         if args.list or not args.tag:
             for tag, e in entries.items():
@@ -214,15 +182,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         if args.num_steps is not None and args.num_steps < 1:
             raise ValueError(f"--num-steps: {args.num_steps} must be >= 1")
         m = evaluate_tag(args.tag, num_steps=args.num_steps, data_root=args.data_root, limit=args.limit)
-    except (WeightsError, data.DatasetError, ValueError) as e:
+    except errors as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     e = entries[args.tag]
     steps = f", N = {args.num_steps}" if args.num_steps else ""
     print(f"{args.tag}{steps}: Acc@1 {m['acc1']:.4f}  Acc@3 {m['acc3']:.4f}  Acc@5 {m['acc5']:.4f}")
     if args.num_steps is None and args.limit is None:
-        same = m["acc1"] == e["metrics"]["acc1"]
-        run = (e.get("run_metrics") or e["metrics"])["acc1"]
+        same, run = m["acc1"] == e["metrics"]["acc1"], (e.get("run_metrics") or e["metrics"])["acc1"]
         print(f"published (weights/{hub.TAGS[args.tag][2]}/{hub.MANIFEST}): Acc@1 {e['metrics']['acc1']:.4f} "
               f"({'identical' if same else 'DIFFERS'}); the run's own evaluation ({e['metrics_file']}): {run:.4f}")
         return 0 if same else 1
