@@ -152,12 +152,10 @@ def values(q: Dict[str, Any], r: pd.DataFrame, seeds: List[int], t: Dict[str, An
     return out.dropna().sort_index()
 
 
-def _study_runs(r: pd.DataFrame, name: str, s: Dict[str, Any], q: Dict[str, Any]) -> Tuple[pd.DataFrame, List[str], pd.DataFrame]:
-    """A study's runs, the cells a question uses (a, and b for a paired row) and those cells' runs of the plan's seeds."""
-    rs = r[r.study == name] if not r.empty else r
+def _used(rs: pd.DataFrame, seeds: List[int], q: Dict[str, Any]) -> Tuple[List[str], pd.DataFrame]:
+    """The cells a question uses (a, and b for a paired row) and their runs of the plan's seeds among a study's runs."""
     cells = [q["a"]] + ([q["b"]] if q["kind"] == "paired" else [])
-    used = rs[rs.cell.isin(cells) & rs.seed.isin([int(x) for x in s["seeds"]])] if not rs.empty else rs
-    return rs, cells, used
+    return cells, rs[rs.cell.isin(cells) & rs.seed.isin(seeds)] if not rs.empty else rs
 
 
 def _fairness(row: Dict[str, Any], q: Dict[str, Any], s: Dict[str, Any], rs: pd.DataFrame, t: Dict[str, Any]
@@ -184,12 +182,13 @@ def judge(plan: Dict[str, Any], r: pd.DataFrame, t: Dict[str, Any], shift: Optio
     out = []
     for name, s in plan["studies"].items():
         seeds = [int(x) for x in s["seeds"]]
+        rs = r[r.study == name] if not r.empty else r
         b = s["budget"]
         for q in s["questions"]:
             fam = plan_mod.family_of(s, q)
             a = plan_mod.alpha_each(plan, fam)
             qm = dict(q, margin=margin(q, t))
-            rs, used_cells, used = _study_runs(r, name, s, q)
+            used_cells, used = _used(rs, seeds, q)
             x = values(q, rs, seeds, t)
             row = dict(study=name, family=fam, primary=fam == plan["rules"]["primary_family"], question=q["id"],
                        claim=q["claim"], test=q["test"], direction=q["direction"], margin=qm["margin"],
@@ -440,14 +439,14 @@ def judge_v3(plan: Dict[str, Any], r: pd.DataFrame, t: Dict[str, Any], results: 
     out = []
     for name, s in plan["studies"].items():
         seeds = [int(x) for x in s["seeds"]]
-        made = r[r.study == name] if not r.empty else r
-        if len(made):  # a run is made when both its files are (the learning-left rule reads its history)
-            made = made[[os.path.exists(os.path.join(results, name, c, f"s{int(x)}", "history.csv"))
-                         for c, x in zip(made.cell, made.seed)]]
+        rs = r[r.study == name] if not r.empty else r
+        if len(rs):  # a run is made when both its files are (the learning-left rule reads its history)
+            rs = rs[[os.path.exists(os.path.join(results, name, c, f"s{int(x)}", "history.csv"))
+                     for c, x in zip(rs.cell, rs.seed)]]
         for q in s["questions"]:
             fam = plan_mod.family_of(s, q)
             a = plan_mod.alpha_each(plan, fam)
-            rs, cells, used = _study_runs(made, name, s, q)
+            cells, used = _used(rs, seeds, q)
             x = values(q, rs, seeds, t)
             R = plan_mod.row_runs(s, q)
             row = dict(plan="v3", study=name, family=fam, primary=fam == rules["primary_family"], question=q["id"],
