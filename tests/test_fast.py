@@ -1,19 +1,47 @@
-"""The fast path (odevit/repro/fast.py): on the CPU it computes what the plain path (`train.fit_many`) computes, to
-floating-point rounding; its schedule, convergence rule, augmentation and evaluation against hand-computed cases."""
+"""The fast path (odevit/repro/fast.py): on the CPU its K stacked seeds compute what K separate runs of the plain
+path (`train.fit`) compute, to floating-point rounding; its schedule, convergence rule, augmentation and evaluation
+against hand-computed cases."""
 import math
 import os
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from odevit.repro import config, fast, pipeline, train
-
-from test_fit_many import _loaders, _model, _teacher_objective  # the plain path's own fixtures
+from odevit.model import ODEViT
+from odevit.repro import config, data, fast, pipeline, train
 
 ROOT = Path(__file__).resolve().parents[1]
 
-RTOL = 1e-4  # as test_fit_many: batched products and the stacked norm sum in another order
+RTOL = 1e-4  # relative: batched matrix products and the stacked norm sum in another order (~1e-6 a step)
+
+
+def _model(seed: int, **kw) -> ODEViT:
+    torch.manual_seed(seed)
+    return ODEViT(img_size=8, patch_size=4, in_chans=1, num_classes=4, embed_dim=16, num_heads=2, mlp_ratio=1.0,
+                  num_steps=4, horizon=2.0, **kw)
+
+
+def _loaders(seed: int, n: int = 48):
+    g = torch.Generator().manual_seed(7)  # the same images for every seed; the seed orders them
+    split = data.Split(torch.randint(0, 256, (n + 16, 1, 8, 8), generator=g, dtype=torch.uint8),
+                       torch.arange(n + 16) % 4)
+    tr_split, va_split = data.holdout(split, 16)
+    tf = data.batch_transform("synthetic", 8, 1, "dataset")
+    return (data.Loader(tr_split, 16, tf, shuffle=True, drop_last=True, seed=seed),
+            data.Loader(va_split, 16, tf))
+
+
+def _teacher_objective():
+    teacher = ODEViT(img_size=8, patch_size=4, in_chans=1, num_classes=4, embed_dim=16, num_heads=2, num_steps=2,
+                     horizon=2.0)
+    # the student's states at steps 2 and 4 pass through the teacher's two states (the objective's cache path)
+    tr, _ = _loaders(0)
+    cache = torch.stack([teacher.forward_trajectory(tr.transform(tr.split.images[:tr.n].float() / 255 * 255))
+                         ["states"][i][:, 0] for i in (1, 2)], 1).detach()
+    return pipeline.distill(teacher, [2, 4], config.Distill(jasmin_weight=1.0, ce_weight=0.5, label_smoothing=0.0),
+                            cache=cache)
 
 
 def test_lr_factor_is_train_lr_factor_without_floor():
@@ -76,21 +104,19 @@ def _fast_fit(seeds, objective, epochs=2, lr=3e-3):
 
 
 def _plain_fit(seeds, objective, epochs=2, lr=3e-3):
-    ms, rngs = [], []
-    for s in seeds:
-        ms.append(_model(s))
-        rngs.append(train._rng_state())
-    lo = [_loaders(s) for s in seeds]
+    """K separate plain runs (train.fit, one model each), each from the same initial model as the stacked one."""
     cfg = train.TrainConfig(epochs=epochs, lr=lr, weight_decay=0.05, warmup=0.05, clip=1.0, device="cpu")
-    hs = train.fit_many(ms, [l[0] for l in lo], [l[1] for l in lo], objective, cfg, [None] * len(seeds),
-                        run_ids=["r"] * len(seeds), rngs=rngs)
-    return ms, hs
+    ms = [_model(s) for s in seeds]
+    return ms, [train.fit(m, *_loaders(s), objective, cfg) for m, s in zip(ms, seeds)]
 
 
-@pytest.mark.parametrize("kind", ["free", "distilled"])
+@pytest.mark.parametrize("kind", ["free", "distilled", "no_maps"])
 def test_fast_equals_plain_path_on_cpu(kind):
-    free = config.Scratch(label_smoothing=0.1, jasmin_weight=1.0)
-    obj = pipeline.ode_scratch(free) if kind == "free" else _teacher_objective()
+    """no_maps: CE only, no attention maps requested, so the plain runs use the fused attention kernel and the
+    stacked one the explicit softmax (the fused kernel's backward fails under vmap on CUDA)."""
+    obj = {"free": lambda: pipeline.ode_scratch(config.Scratch(label_smoothing=0.1, jasmin_weight=1.0)),
+           "distilled": _teacher_objective,
+           "no_maps": lambda: pipeline.ode_scratch(config.Scratch(label_smoothing=0.1, jasmin_weight=0.0))}[kind]()
     seeds = [3, 4]
     g = _fast_fit(seeds, obj)
     ms, hs = _plain_fit(seeds, obj)
@@ -100,6 +126,9 @@ def test_fast_equals_plain_path_on_cpu(kind):
         for a, b in zip(g.histories[k], hs[k]):
             assert a["train_loss"] == pytest.approx(b["train_loss"], rel=RTOL)
             assert a["val_acc1"] == pytest.approx(b["val_acc1"], abs=1 / 16 + 1e-9)  # at most one image flips
+    assert ms[0].field.attn.fused  # the plain runs keep the model's own attention kernel
+    # the two seeds really differ (initialisation and order), so the comparison is not vacuous
+    assert not torch.allclose(g.stacked.params["field.attn.qkv.weight"][0], g.stacked.params["field.attn.qkv.weight"][1])
 
 
 def test_fast_path_differs_when_the_arithmetic_does():
@@ -154,10 +183,10 @@ def test_resume_continues_where_it_stopped(tmp_path):
 
 def test_a_group_resumes_only_the_run_it_was_written_for(tmp_path, monkeypatch, capsys):
     """last.pt records the group's run key (configuration, training source, trainer): a group with another
-    configuration, trainer or a training source that no equivalence record accepts stops with one error naming the
-    file and what differs (the configuration parts by name); the same key, or an older source that a checked
-    equivalence record (docs/evidence/source_equivalence.json) makes today's, continues (not the other way round); a
-    last.pt from before keys were recorded continues with a note."""
+    configuration, or a trainer or training source that no equivalence record accepts, stops with one error naming
+    the file and what differs (the configuration parts by name); the same key, or an older source or trainer that a
+    checked equivalence record (docs/evidence/source_equivalence.json) makes today's, continues (not the other way
+    round); a last.pt from before keys were recorded continues with a note."""
     import json
 
     from odevit.repro import train
@@ -189,15 +218,17 @@ def test_a_group_resumes_only_the_run_it_was_written_for(tmp_path, monkeypatch, 
         fast.load_resume(group(dict(key, trainer="0" * 16)), str(last))
     with pytest.raises(fast.ResumeError, match=rf"another run: training source \({key['source']}, today 0{{16}}; .*source_equivalence"):
         fast.load_resume(group(dict(key, source="0" * 16)), str(last))
-    rec = json.loads((ROOT / "docs/evidence/source_equivalence.json").read_text())[-1]
+    recs = json.loads((ROOT / "docs/evidence/source_equivalence.json").read_text())
     ck = torch.load(last, weights_only=True)
-    ck["key"] = dict(key, source=rec["old"])  # written by code that a checked record shows gives the same runs
-    torch.save(ck, last)
-    assert fast.load_resume(group(dict(key, source=rec["new"])), str(last))
-    ck["key"] = dict(key, source=rec["new"])  # a record goes one way: old runs continued by new code, not back
-    torch.save(ck, last)
-    with pytest.raises(fast.ResumeError, match="training source"):
-        fast.load_resume(group(dict(key, source=rec["old"])), str(last))
+    for part, what in (("source", "training source"), ("trainer", "trainer code")):
+        rec = [r for r in recs if r.get("of", "source") == part][-1]
+        ck["key"] = dict(key, **{part: rec["old"]})  # written by code that a checked record shows gives the same runs
+        torch.save(ck, last)
+        assert fast.load_resume(group(dict(key, **{part: rec["new"]})), str(last))
+        ck["key"] = dict(key, **{part: rec["new"]})  # a record goes one way: old runs continued by new code, not back
+        torch.save(ck, last)
+        with pytest.raises(fast.ResumeError, match=what):
+            fast.load_resume(group(dict(key, **{part: rec["old"]})), str(last))
     for old in (None, {k: v for k, v in key.items() if k in ("config", "source", "trainer")}):  # none; hashes only
         ck["key"] = old
         torch.save(ck, last)
@@ -290,7 +321,10 @@ def test_a_group_resumes_only_on_its_device_kind(tmp_path):
 
 
 def test_the_gpu_record_is_what_the_runs_histories_give():
-    """results/bench/fast_v2_gpu.md is `python -m odevit.repro.fast --bench gpu-record` on the committed runs: its table
+    """results/bench/fast_v2_gpu.md is `python benchmarks/bench.py gpu-record` on the committed runs: its table
     (device, K, epochs, images/s of each GPU group's training loop) recomputes from the runs' own histories."""
-    table = fast.bench_gpu_record(str(ROOT / "results/v2")).to_markdown(index=False)
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench
+
+    table = bench.gpu_record(str(ROOT / "results/v2")).to_markdown(index=False)
     assert table in (ROOT / "results/bench/fast_v2_gpu.md").read_text()

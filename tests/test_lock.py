@@ -4,11 +4,52 @@ the lock's versions."""
 import glob
 import hashlib
 import os
+import re
 from importlib import metadata
+from typing import Any, Dict, List
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from odevit.repro import machine
+
+
+def read_lock(lock: os.PathLike | str = machine.LOCK) -> Dict[str, Dict[str, Any]]:
+    """The lock's pins: {canonical name: {"version": V, "hashes": [sha256, ...]}}."""
+    pins: Dict[str, Dict[str, Any]] = {}
+    current = None
+    with open(lock) as f:
+        for line in f:
+            if m := re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?==([^\s;\\]+)", line):  # name[x]==V
+                current = canonicalize_name(m.group(1))
+                pins[current] = {"version": m.group(3), "hashes": []}
+            elif current and line.strip().startswith("--hash=sha256:"):
+                pins[current]["hashes"].append(line.split("sha256:")[1].split()[0])
+    return pins
+
+
+def lock_problems(lock: os.PathLike | str = machine.LOCK, pyproject: os.PathLike | str = machine.PYPROJECT) -> List[str]:
+    """Where the lock and pyproject.toml disagree, one line each: missing or off-specifier pins, hashes, stamp."""
+    name, pins, out = canonicalize_name(machine._project(pyproject)["name"]), read_lock(lock), []
+    for extra, reqs in machine.pyproject_deps(pyproject).items():
+        for text in reqs:
+            req = Requirement(text)
+            key = canonicalize_name(req.name)
+            if key == name:  # an extra naming the project's own extras (dev = ["odevit[pipeline]"])
+                continue
+            where = f"pyproject {'dependencies' if not extra else 'extra ' + extra}: '{text}'"
+            if key not in pins:
+                out.append(f"{where} is not in the lock (make lock)")
+            elif not req.specifier.contains(pins[key]["version"], prereleases=True):
+                out.append(f"{where}: the lock pins {pins[key]['version']} (make lock)")
+    out += [f"lock: {k}=={v['version']} has no --hash" for k, v in pins.items() if not v["hashes"]]
+    stamp, digest = machine.lock_stamp(lock), machine.pyproject_deps_sha256(pyproject)
+    if stamp != digest:
+        out.append(f"lock: made from another pyproject dependency section (stamp {stamp}, pyproject now {digest}; "
+                   "make lock)")
+    return out
+
 
 PYPROJECT = """[project]
 name = "odevit"
@@ -42,34 +83,34 @@ def pair(tmp_path):
 
 def test_fabricated_pair_agrees_then_each_disagreement_is_named(pair):
     lock, pyproject = pair
-    assert machine.read_lock(lock)["torch"] == {"version": "2.14.1", "hashes": ["aa", "bb"]}
-    assert machine.lock_problems(lock, pyproject) == []
+    assert read_lock(lock)["torch"] == {"version": "2.14.1", "hashes": ["aa", "bb"]}
+    assert lock_problems(lock, pyproject) == []
     # a specifier the pin does not satisfy, in an extra
     pyproject.write_text(PYPROJECT.replace("pytest>=8", "pytest>=10"))
     machine.stamp_lock(lock, pyproject)
-    assert machine.lock_problems(lock, pyproject) == [
+    assert lock_problems(lock, pyproject) == [
         "pyproject extra dev: 'pytest>=10': the lock pins 9.0.1 (make lock)"]
     # a new dependency the lock lacks
     pyproject.write_text(PYPROJECT.replace('"numpy>=1.24"', '"numpy>=1.24", "scipy>=1.10"'))
     machine.stamp_lock(lock, pyproject)
-    assert machine.lock_problems(lock, pyproject) == [
+    assert lock_problems(lock, pyproject) == [
         "pyproject dependencies: 'scipy>=1.10' is not in the lock (make lock)"]
     # pyproject edited after the lock was made, even where the pins still satisfy it
     pyproject.write_text(PYPROJECT.replace("torch>=2.5", "torch>=2.6"))
-    problems = machine.lock_problems(lock, pyproject)
+    problems = lock_problems(lock, pyproject)
     assert len(problems) == 1 and problems[0].startswith("lock: made from another pyproject dependency section")
     # a pin without a hash
     machine.stamp_lock(lock, pyproject)
     lock.write_text(lock.read_text().replace("numpy==2.4.6 \\\n    --hash=sha256:cc\n", "numpy==2.4.6\n"))
-    assert machine.lock_problems(lock, pyproject) == ["lock: numpy==2.4.6 has no --hash"]
+    assert lock_problems(lock, pyproject) == ["lock: numpy==2.4.6 has no --hash"]
 
 
 def test_repository_lock_agrees_with_pyproject():
-    assert machine.lock_problems() == []
+    assert lock_problems() == []
 
 
 def test_installed_packages_are_the_locked_versions():
-    pins = machine.read_lock()
+    pins = read_lock()
     for name in ("torch", "torchvision", "timm", "numpy", "scipy", "pandas", "dvc"):
         assert metadata.version(name) == pins[name]["version"], f"{name}: installed {metadata.version(name)}, " \
             f"lock {pins[name]['version']} (make install)"
@@ -77,10 +118,10 @@ def test_installed_packages_are_the_locked_versions():
 
 def test_local_torch_wheel_is_in_the_lock():
     """The torch wheel this machine's pip installs from disk is one whose sha256 the lock accepts."""
-    version = machine.read_lock()["torch"]["version"]
+    version = read_lock()["torch"]["version"]
     wheels = [w for d in ("/opt/pypi-more/files", "/opt/wheels")
               for w in glob.glob(os.path.join(d, f"torch-{version}-*.whl"))]
     if not wheels:
         pytest.skip(f"no local torch {version} wheel on this machine")
     digest = hashlib.sha256(open(wheels[0], "rb").read()).hexdigest()
-    assert digest in machine.read_lock()["torch"]["hashes"], wheels[0]
+    assert digest in read_lock()["torch"]["hashes"], wheels[0]

@@ -75,9 +75,8 @@ def test_a_cells_num_steps_below_the_teacher_depth_is_refused_where_the_config_i
 
 
 def test_a_student_fit_with_train_steps_needs_the_teachers_distances():
-    """fit_student_many makes each N's schedule itself, from the teacher's layer distances: a fit given train_steps
+    """fit_student makes each N's schedule itself, from the teacher's layer distances: a fit given train_steps
     but no distances stops before any training (it would otherwise train every batch at num_steps)."""
     teacher, student, d = _setup()
     with pytest.raises(ValueError, match=r"distill.train_steps = \[2, 4, 8\] needs the teacher's layer distances"):
-        pipeline.fit_student_many([student], teacher, [2, 4], [config.Base()], config.Teacher(), d, [None], [{}],
-                                  ["/nonexistent"])
+        pipeline.fit_student(student, teacher, [2, 4], config.Base(), config.Teacher(), d, None, {}, "/nonexistent")

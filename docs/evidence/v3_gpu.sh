@@ -7,7 +7,7 @@
 # Name only studies with no run finished on another machine type: rules.machine binds a study to the type of its
 # first finished run, and the trainer refuses the rest (exit 2, one line). Every group stops after the epoch that
 # passes DEADLINE seconds and resumes from its last.pt on the next call. PROFILE=1 first measures one fast-path step
-# at K = 8, 16, 32 seeds (--bench profile: results/bench). Brings back $OUT/v3_runs.tgz (results/v3, results/bench
+# at K = 8, 16, 32 seeds (benchmarks/bench.py profile: results/bench). Brings back $OUT/v3_runs.tgz (results/v3, results/bench
 # and checkpoints/v3's last.pt files) and $OUT/log.txt; commit the finished cells (folders with key.json) with the
 # device and date, then `dvc repro` re-executes the notebooks on them.
 # usage: STUDIES="v3_10k" DEADLINE=470 [PROFILE=1] bash docs/evidence/v3_gpu.sh
@@ -24,7 +24,7 @@ fi
 [ -f .gpu/resume.tgz ] && tar xzf .gpu/resume.tgz && echo "resumed from .gpu/resume.tgz"
 nvidia-smi -L; python3 -c "import torch, timm; print('torch', torch.__version__, 'timm', timm.__version__)"
 t0=$(date +%s)
-[ "$PROFILE" = 1 ] && python3 -m odevit.repro.fast --bench profile 2>&1 | tee "$OUT/log.txt"
+[ "$PROFILE" = 1 ] && python3 benchmarks/bench.py profile 2>&1 | tee "$OUT/log.txt"
 left=$(( DEADLINE - ($(date +%s) - t0) ))
 # shellcheck disable=SC2086  # STUDIES is a list of names
 python3 -m odevit.repro.fast --studies $STUDIES --deadline "$left" 2>&1 | tee -a "$OUT/log.txt"

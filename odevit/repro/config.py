@@ -34,7 +34,7 @@ class Base:
     train_limit: int = 0  # first n of the training images left after val_size (0 = all of them)
     val_size: int = 5000  # the LAST n images of the training split, held out for selection (0 = none)
     select_on: str = "val"  # val: best.pt and early stopping on validation Acc@1 | test: the authors' test selection
-    converge_window: int = 2  # epochs whose best validation Acc@1 must gain < min_delta_pts for `converged`
+    converge_window: int = 2  # plan 1's retired convergence window: read by nothing, kept as the run keys hash it
     test_limit: int = 0
     synthetic_size: int = 512
     batch_size: int = 128
@@ -353,12 +353,8 @@ def check_stage(stage: str, params_file: str = "params.yaml") -> Dict[str, Any]:
     if stage == "01_data" and "studies" in params:  # every plan cell's overrides, as the trainer will merge them
         for study, body in params["studies"].items():
             for name, ov in (body.get("cells") or {}).items():
-                ov = dict(ov or {})
-                preset = ov.pop("preset", None)
-                ov = {**(preset_overrides(preset, body["budget"]["epochs"]) if preset else {}),
-                      **{k: v for k, v in ov.items() if k not in CELL_KEYS}}
                 try:
-                    d_cell = merged(cfg["distill"], **ov)
+                    d_cell = cell_distill(cfg["distill"], ov, body["budget"]["epochs"])
                 except ConfigError as e:
                     raise ConfigError(f"{e} (in studies.{study}.cells.{name})") from None
                 check_steps(d_cell, t.depth, f"studies.{study}.cells.{name}")
@@ -377,6 +373,18 @@ def check_steps(d: Distill, depth: int, where: str) -> None:
 
 
 CELL_KEYS = ("free", "preset", "teacher")  # cell keys that are not distill keys
+
+
+def cell_distill(distill: Distill, cell: Optional[Dict[str, Any]], budget_epochs: int, **fixed: Any) -> Distill:
+    """A plan cell's distill config: the block with the cell's overrides (a preset's switches, its curriculum
+    rescaled to the study's `budget_epochs`, then the cell's own keys, CELL_KEYS aside) and the study's `fixed`
+    keys, which they never change (its budget, tau by the plan's rule)."""
+    ov = dict(cell or {})
+    preset = ov.pop("preset", None)
+    return merged(distill, **{**(preset_overrides(preset, budget_epochs) if preset else {}),
+                              **{k: v for k, v in ov.items() if k not in CELL_KEYS}, **fixed})
+
+
 EPOCH_KEYS = ("ce_from_epoch", "unfreeze_head_at")  # epoch-valued keys a preset's curriculum is given in
 
 

@@ -23,7 +23,7 @@ from matplotlib import animation
 from matplotlib.figure import Figure
 from scipy import stats as st
 from scipy.special import logsumexp
-from torch.func import jvp, vjp, vmap
+from torch.func import jvp, vjp
 from torchdiffeq import odeint
 
 from ..layers import CenterNorm
@@ -64,27 +64,6 @@ def step_map(model: ODEViT, num_steps: Optional[int] = None) -> Tuple[Step, floa
 
 
 # ----------------------------------------------------------------------------------------------- Lyapunov exponents
-def lyapunov_spectrum(step: Step, x0: torch.Tensor, num_steps: int, dt: float, k: int = 1,
-                      seed: int = 0, transient: int = 0) -> torch.Tensor:
-    """Top-k Lyapunov exponents of the discrete map `step` from one state x0 (any shape), Benettin's method: an
-    orthonormal tangent basis Q (d, k) is pushed through the Jacobian (jvp, vmapped over columns) and
-    re-orthonormalised by QR every step; log|diag R| is averaged over time once the first `transient` steps have
-    aligned Q (finite-time estimates converge faster without them). Returns (k,), descending."""
-    d = x0.numel()
-    g = torch.Generator().manual_seed(seed)
-    Q = torch.linalg.qr(torch.randn(d, k, generator=g, dtype=x0.dtype))[0].to(x0.device)
-    logs = torch.zeros(k, dtype=torch.float64, device=x0.device)
-    x = x0
-    for i in range(num_steps):  # JQ: (*x0.shape, k), reshaped to (d, k)
-        x_next, JQ = vmap(lambda v: jvp(step, (x,), (v.reshape(x0.shape),)), in_dims=1, out_dims=(None, 1),
-                          randomness="same")(Q)
-        Q, R = torch.linalg.qr(JQ.reshape(d, k))
-        if i >= transient:
-            logs += torch.log(torch.diagonal(R).abs().double().clamp_min(1e-300))
-        x = x_next.detach()
-    return (logs / ((num_steps - transient) * dt)).sort(descending=True).values
-
-
 def cls_lyapunov(model: ODEViT, x0: torch.Tensor, num_steps: Optional[int] = None, seed: int = 0) -> torch.Tensor:
     """Largest finite-time exponent of the CLS row, per sample (the published quantity, made consistent): a tangent
     v, zero but for a random unit CLS row, is pushed through the model's step map with jvp; each step the growth
@@ -158,30 +137,6 @@ def convergence_study(model: ODEViT, x0: torch.Tensor, steps: Sequence[int], lip
     return {"rows": rows, "order": order}
 
 
-# ------------------------------------------------------------------------------------ teacher-student distances
-@torch.no_grad()
-def teacher_student_distances(student: ODEViT, teacher: nn.Module, loader: Iterable, checkpoints: Sequence[int],
-                              device: torch.device) -> Dict[str, np.ndarray]:
-    """Per test sample: ||student final CLS - teacher final CLS|| (both pre-norm), the correctness category, and the
-    per-checkpoint CLS distance ||X_{c_l} - h_l||. Categories: both / neither / teacher only / student only."""
-    student.eval().to(device)
-    teacher.eval().to(device)
-    final, cats, per_ckpt = [], [], []
-    for x, y in loader:
-        x, y = x.to(device), y.to(device)
-        out = student.forward_trajectory(x)
-        hs = hidden_states(teacher, x)
-        s_ok = out["logits"].argmax(-1) == y
-        t_ok = teacher.forward_head(teacher.norm(hs[-1])).argmax(-1) == y  # the head reads CLS (index 0)
-        final.append((out["states"][-1][:, 0] - hs[-1][:, 0]).norm(dim=-1).cpu())
-        per_ckpt.append(torch.stack([(out["states"][c][:, 0] - h[:, 0]).norm(dim=-1)
-                                     for c, h in zip(checkpoints, hs[1:])], 1).cpu())
-        cats.append(torch.where(s_ok & t_ok, 0, torch.where(~s_ok & ~t_ok, 1, torch.where(t_ok, 2, 3))).cpu())
-    names = np.array(["both correct", "both wrong", "only teacher correct", "only student correct"])
-    return {"final": torch.cat(final).numpy(), "category": names[torch.cat(cats).numpy()],
-            "per_checkpoint": torch.cat(per_ckpt).numpy()}
-
-
 # ----------------------------------------------------------------------------------------------- attention / PCA
 @torch.no_grad()
 def cls_attention_over_time(model: ODEViT, x: torch.Tensor) -> torch.Tensor:
@@ -228,38 +183,6 @@ def halting_steps(inc: torch.Tensor, pred: torch.Tensor, eps: float, stable: int
 
 
 @torch.no_grad()
-def adaptive_forward(model: ODEViT, x: torch.Tensor, eps: float, stable: int = 0,
-                     num_steps: Optional[int] = None) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Really integrate with halting: each step only the still-active samples are advanced.
-    Returns (logits (B, C), steps used (B,))."""
-    step, _, N = step_map(model, num_steps)
-    X = model.embed(x)
-    active = torch.arange(x.shape[0], device=x.device)
-    used = torch.full((x.shape[0],), N, dtype=torch.long, device=x.device)
-    logits = torch.empty(x.shape[0], model.num_classes, device=x.device)
-    prev = model.forward_head(model.norm(X)).argmax(-1)
-    same = torch.zeros(x.shape[0], dtype=torch.long, device=x.device)
-    for k in range(1, N + 1):
-        Xa = X[active]
-        Xn = step(Xa)
-        out = model.forward_head(model.norm(Xn))
-        pred = out.argmax(-1)
-        if k > 1:
-            same[active] = torch.where(pred == prev[active], same[active] + 1, 0)
-        prev[active] = pred
-        X[active] = Xn
-        halt = ((Xn[:, 0] - Xa[:, 0]).norm(dim=-1) < eps) | (k == N)
-        if stable > 0:
-            halt |= same[active] >= stable
-        done = active[halt]
-        logits[done] = out[halt].float()
-        used[done] = k
-        active = active[~halt]
-        if active.numel() == 0:
-            break
-    return logits, used
-
-
 # ------------------------------------------------------------------- Proposition 1 with a measured Lipschitz constant
 def jacobian_sigma_max(f: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, iters: int = 20,
                        seed: int = 0) -> torch.Tensor:

@@ -1,6 +1,6 @@
 """The one trainer of the notebooks: K seeds of a cell trained as one stacked model, every step on the device.
 
-What `train.fit_many` computes, without its per-step host work: the K models' parameters live stacked (K, ...) as
+What K runs of the plain loop (`train.fit`) compute, without its per-step host work: the K models' parameters live stacked (K, ...) as
 the optimiser's leaves (one AdamW over them is K AdamWs: it is elementwise); the training images, labels and the
 teacher's cached CLS states sit on the device and each step gathers its batch there from the indices the plain
 loader would serve (`data.Loader.indices`: the same batches, in the same order); clipping is per model on the
@@ -8,7 +8,7 @@ stacked gradients; the finiteness check is read once an epoch, not once a step; 
 gather, vmapped objective, backward, clipping, AdamW) is captured once as a CUDA graph and replayed. Evaluation
 scores the K models at once (vmap) on large batches. On the CPU the same code runs eagerly: it equals the plain path
 to floating-point rounding (tests/test_fast.py). Below the trainer: the plan driver (`run_plan`: the notebooks'
-cells, each reused by its run key or trained, resumable) and its benchmark (`--bench`).
+cells, each reused by its run key or trained, resumable); its benchmark is benchmarks/bench.py.
 """
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ import hashlib
 import json
 import math
 import os
-import statistics
 import sys
 import time
 from dataclasses import dataclass, field
@@ -25,10 +24,9 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
-import pandas as pd
 import torch.nn.functional as F
 
-from .pipeline import CKPTS, KEPT_TEACHER, RESULTS, WEAK, Cell, Plan, cell_of, tau_by_rule, teacher_weights
+from .pipeline import CKPTS, RESULTS, Plan, cell_of, tau_by_rule
 from .train import OneOfMany, load_checkpoint, save_atomic
 
 Objective = Callable[..., Tuple[torch.Tensor, Dict[str, torch.Tensor]]]
@@ -198,27 +196,25 @@ def _parts_differ(theirs: Dict[str, Any], mine: Dict[str, Any]) -> str:
 
 def key_mismatch(theirs: Dict[str, Any], mine: Dict[str, Any]) -> List[str]:
     """What keeps today's run from continuing a last.pt written under `theirs`: the configuration parts that differ,
-    the trainer's code, or a training source that no checked equivalence record (docs/evidence/
-    source_equivalence.json: runs of its `old` source are reproduced by its `new` one) makes today's."""
+    or the trainer's code or the training source, where no checked equivalence record (docs/evidence/
+    source_equivalence.json: runs of its `old` code are reproduced by its `new` code) makes theirs today's."""
     bad = []
     if theirs.get("config") != mine.get("config"):
         bad.append(f"configuration ({_parts_differ(theirs, mine)})")
-    if theirs.get("trainer") != mine.get("trainer"):
-        bad.append(f"trainer code (fast.py {theirs.get('trainer')}, today {mine.get('trainer')})")
-    if theirs.get("source") != mine.get("source"):
-        if theirs.get("source") not in equivalent_sources(mine["source"]):
-            bad.append(f"training source ({theirs.get('source')}, today {mine['source']}; no record in {EQUIVALENCE} "
-                       "makes it today's)")
+    for part, what in (("trainer", "trainer code (fast.py "), ("source", "training source (")):
+        if theirs.get(part) != mine.get(part) and theirs.get(part) not in equivalent(mine[part], part):
+            bad.append(f"{what}{theirs.get(part)}, today {mine[part]}; no record in {EQUIVALENCE} makes it today's)")
     return bad
 
 
 EQUIVALENCE = "docs/evidence/source_equivalence.json"
 
 
-def equivalent_sources(source: str, path: str = EQUIVALENCE) -> set:
-    """Training sources whose runs today's code reproduces: the chain of checked old -> new records ending at
-    `source` (each record: a run retrained with the new code, bit-identical to the old code's run)."""
-    ok, recs = {source}, json.load(open(path)) if os.path.isfile(path) else []
+def equivalent(code: str, of: str = "source", path: str = EQUIVALENCE) -> set:
+    """The training sources (`of` 'source': train.fingerprint) or trainer codes ('trainer': trainer_hash) whose runs
+    today's `code` reproduces: the chain of checked old -> new records ending at it (each record: runs retrained with
+    the new code, bit-identical to the old code's; a record without `of` is a source's)."""
+    ok, recs = {code}, [r for r in (json.load(open(path)) if os.path.isfile(path) else []) if r.get("of", "source") == of]
     changed = True
     while changed:
         changed = False
@@ -520,6 +516,13 @@ def _provenance(t0: float, device: torch.device, history: Sequence[Dict[str, flo
             "load_avg_1m_at_end": round(os.getloadavg()[0], 2), "resumed_from_last_pt": resumed}
 
 
+def _selected(hist: Sequence[Dict[str, float]], p: Plan, val_images: int) -> Dict[str, Any]:
+    """A run's best validation epoch (its best.pt) and plan v2's convergence rule on its validation curve."""
+    conv, gain, thr = floor_slope([h["val_acc1"] for h in hist], p.optim["floor_frac"], val_images)
+    return dict(best_epoch=1 + max(range(len(hist)), key=lambda i: hist[i]["val_acc1"]),
+                val_acc1=max(h["val_acc1"] for h in hist), converged=conv, gain_floor_pts=gain, threshold_pts=thr)
+
+
 def _loaders(base: Any, limit: int, seeds: Sequence[int]) -> Tuple[List[Any], Any, Any]:
     """One training loader per seed over the first `limit` training images (0 = all), the validation and test
     loaders: `pipeline.data_loaders`' splits, its batches in each seed's order."""
@@ -596,14 +599,10 @@ def train_teachers(p: Plan, device: torch.device, graphs: bool, deadline: Option
                  for s, ck in zip(seeds, ckpts)]
         scores = evaluate(Stacked(bests, device), Data.of(te, device))  # every seed at its best epoch, at once
         for k, s in enumerate(seeds):
-            m = scores[k]
-            hist = g.histories[k]
-            conv, gain, thr = floor_slope([h["val_acc1"] for h in hist], p.optim["floor_frac"], len(vad.y))
-            m.update(seed=s, epochs=tc.epochs, best_epoch=1 + max(range(len(hist)), key=lambda i: hist[i]["val_acc1"]),
-                     val_acc1=max(h["val_acc1"] for h in hist), converged=conv, gain_floor_pts=gain,
-                     threshold_pts=thr, sha256=sha256(f"{ckpts[k]}/best.pt"), plan_hash=p.hash(None),
-                     provenance=_provenance(t0, device, hist), trained_together=seeds, run_key=g.key,
-                     resumed_key=g.resumed_key)
+            m, hist = scores[k], g.histories[k]
+            m.update(**_selected(hist, p, len(vad.y)), seed=s, epochs=tc.epochs, sha256=sha256(f"{ckpts[k]}/best.pt"),
+                     plan_hash=p.hash(None), provenance=_provenance(t0, device, hist), trained_together=seeds,
+                     run_key=g.key, resumed_key=g.resumed_key)
             _write_run(outs[k], m, hist)
     return select_teacher(p, device)
 
@@ -664,12 +663,11 @@ def train_cell(p: Plan, study: str, cell: str, device: torch.device, graphs: boo
     test images. Returns False if the deadline came first (the group resumes from its last.pt).
     `into` (a folder other than results/v2) reruns committed runs elsewhere, e.g. to measure a machine shift;
     `only_seeds` keeps a subset of the study's seeds (in the plan's order: the remedy's draws follow the first);
-    `max_epochs`: stop after that many epochs of this call (last.pt written; odevit.repro.slice)."""
+    `max_epochs`: stop after that many epochs of this call (last.pt written: the equivalence checks' few epochs)."""
     import dataclasses
 
-    from . import config, pipeline, train
+    from . import pipeline, train
     from ..schedule import checkpoint_indices
-    from .pipeline import build_cell, load_teacher
 
     t0 = time.time()
     s = p.plan["studies"][study]
@@ -683,7 +681,7 @@ def train_cell(p: Plan, study: str, cell: str, device: torch.device, graphs: boo
     outs = [f"{root}/{study}/{cell}/s{x}" for x in seeds]
     ckpts = [f"{ck_root}/{study}/{cell}/s{x}" for x in seeds]
     c = cell_of(p, study, cell)
-    d, free, which, tck, dist, tsha = c.distill, c.free, c.teacher, c.checkpoint, c.distances, c.sha256
+    d, free, which, dist, tsha = c.distill, c.free, c.teacher, c.distances, c.sha256
     cfg = Optim(d.lr, d.weight_decay, d.warmup, d.clip, d.epochs, **p.optim)
     choices = sorted(d.train_steps) or [d.num_steps]
     per_seed = len(choices) > 1 and p.plan["rules"].get("remedy_draws") == "per_seed"
@@ -699,7 +697,7 @@ def train_cell(p: Plan, study: str, cell: str, device: torch.device, graphs: boo
         return True
     if p.plan["rules"].get("machine") == "one_type_per_study":
         bind_machine(f"{root}/{study}", device_kind(device), study)
-    teacher_weights(which, tck)
+    c.build(p, seeds, device)  # every seed's teacher and initial model
     limit = s["budget"]["train_limit"]
     loaders, va, te = _loaders(p.base, limit, seeds)
     train.set_precision(p.base.precision)
@@ -714,13 +712,7 @@ def train_cell(p: Plan, study: str, cell: str, device: torch.device, graphs: boo
         ks = [seeds.index(x) for x in grp]
         if per_seed and _done([outs[k] for k in ks]):
             continue
-        models, teacher = [], None
-        for x in grp:  # as study.run_many: seed, build the teacher (it draws from the RNG), then the cell's model
-            b = dataclasses.replace(p.base, seed=x)
-            pipeline.setup(b)
-            t = load_teacher(b, p.teacher_cfg, device, tck)
-            teacher = t if teacher is None else teacher
-            models.append(build_cell(t, d, free))
+        models, teacher = [c.models[k] for k in ks], c.teachers[ks[0]]
         if free:
             obj = pipeline.ode_scratch(d)
             objective = lambda n: obj  # noqa: E731
@@ -762,8 +754,7 @@ def train_cell(p: Plan, study: str, cell: str, device: torch.device, graphs: boo
         for j, x in enumerate(grp):
             k = ks[j]
             hist = g.histories[j]
-            conv, gain, thr = floor_slope([h["val_acc1"] for h in hist], p.optim["floor_frac"], len(vad.y))
-            m = dict(res[j])
+            m = dict(res[j], **_selected(hist, p, len(vad.y)))
             rob = {f"n{n}": curves[n][j]["acc1"] for n in steps}
             m.update({f"acc1_{key_}": v for key_, v in rob.items()})
             m.update(robustness=rob, acc1_half_n=rob[f"n{d.num_steps // 2}"], acc1_sub_n=rob[f"n{d.num_steps}"],
@@ -774,10 +765,7 @@ def train_cell(p: Plan, study: str, cell: str, device: torch.device, graphs: boo
             m.update(study=study, cell=cell, seed=x, free=free, teacher=None if free else which,
                      teacher_sha256=None if free else tsha, tau=d.tau, checkpoints=None if free else ckpt_of(d.num_steps),
                      train_steps=d.train_steps, epochs=d.epochs, epochs_run=len(hist), train_images=loaders[k].n,
-                     val_images=len(vad.y), test_images=len(ted.y),
-                     best_epoch=1 + max(range(len(hist)), key=lambda i: hist[i]["val_acc1"]),
-                     val_acc1=max(h["val_acc1"] for h in hist), converged=conv, gain_floor_pts=gain, threshold_pts=thr,
-                     plan_hash=p.hash(study), precision=p.base.precision, trained_together=grp,
+                     val_images=len(vad.y), test_images=len(ted.y), plan_hash=p.hash(study), precision=p.base.precision, trained_together=grp,
                      provenance=_provenance(t0, device, hist, resumed), run_key=g.key, resumed_key=g.resumed_key)
             _write_run(outs[k], m, hist)
     pipeline.write_json({k: key[k] for k in ("config", "parts")}, f"{root}/{study}/{cell}/key.json")
@@ -861,184 +849,6 @@ def run_plan(path: str = "params.yaml", device_name: str = "auto", graphs: bool 
     return True
 
 
-# ---------------------------------------------------------------------------------------------------------------------
-# The benchmark: the fast path's speed, measured side by side with the plain loop (`python -m odevit.repro.fast --bench
-# cpu`), on the GPU from the runs' own histories (`--bench gpu-record`), one step at K seeds (`--bench profile`).
-
-OUT = "results/bench"
-
-
-def bench_gpu_record(results: str = "results/v2") -> pd.DataFrame:
-    """Per cell group of the committed v2 runs made on a GPU: where it ran, K seeds, images/s of its training loop (median over its
-    epochs, all K counted), its loop and evaluation seconds."""
-    rows = []
-    for d in [os.path.join(results, "teacher")] + sorted(glob.glob(os.path.join(results, "v2_*", "*"))):
-        runs = sorted(glob.glob(os.path.join(d, "s*", "metrics.json")))
-        if not runs:
-            continue
-        m = json.load(open(runs[0]))
-        h = pd.read_csv(runs[0].replace("metrics.json", "history.csv"))
-        K = len(runs)
-        imgs = float(h.img_per_s.median())
-        if m["provenance"]["device"].startswith("CPU"):  # the GPU's groups only (the CPU's: --bench cpu)
-            continue
-        rows.append(dict(group=os.path.relpath(d, results), device=m["provenance"]["device"],
-                         torch=m["provenance"]["torch"], K=K, epochs=len(h), train_images=m.get("train_images"),
-                         img_per_s=round(imgs), loop_s=round(float(h.epoch_time_s.sum()) * K, 1),
-                         eval_s=round(float(h.eval_time_s.sum()) * K, 1)))
-    return pd.DataFrame(rows)
-
-
-def bench_cpu(steps: int = 12, K: int = 2, repeats: int = 2) -> dict:
-    """Seconds of one epoch of `steps` batches (batch 128) of the default distilled cell (teacher's CLS states
-    cached) for K seeds, plain path (train.fit_many) vs fast path (fit, eager), alternating `repeats` times."""
-    import dataclasses
-
-    import torch
-
-    from . import config, pipeline, train
-
-    cfg = config.check_stage("cell")
-    b0, d = dataclasses.replace(cfg["base"], precision="fp32", val_size=5000), cfg["distill"]
-    c = cell_of(Plan(), "v2_10k", "ref")  # the plan's teacher and its distances (committed files)
-    teacher_weights(c.teacher, c.checkpoint)
-    n = steps * b0.batch_size
-    cpu = torch.device("cpu")
-    ck = pipeline.schedule(c.distances, d)
-    loaders, _, _ = _loaders(b0, n, list(range(K)))
-    _, va, _ = pipeline.data_loaders(b0, train_limit=n)
-    va_small = va.__class__(va.split, 512, va.transform, limit=512)
-
-    def models():
-        ms, rngs, t = [], [], None
-        for s in range(K):
-            b = dataclasses.replace(b0, seed=s)
-            pipeline.setup(b)
-            t = pipeline.load_teacher(b, cfg["teacher"], cpu, c.checkpoint)
-            ms.append(pipeline.build_cell(t, d, False))
-            rngs.append(train._rng_state())
-        return ms, rngs, t
-
-    times = {"plain": [], "fast": []}
-    for _ in range(repeats):
-        ms, rngs, t = models()
-        cache = pipeline.teacher_cls_cache(t, in_order(loaders[0], 512), cpu)
-        obj = pipeline.distill(t, ck, d, cache=cache)
-        tc = train.TrainConfig(epochs=1, lr=d.lr, weight_decay=d.weight_decay, warmup=d.warmup, clip=d.clip,
-                               device="cpu")
-        hs = train.fit_many(ms, loaders, [va_small] * K, obj, tc, [None] * K, run_ids=["b"] * K, rngs=rngs)
-        times["plain"].append(hs[0][0]["epoch_time_s"] * K)
-        ms, _, t = models()
-        g = new_group(ms, Optim(d.lr, d.weight_decay, d.warmup, d.clip, 1), len(loaders[0]), cpu)
-        trd = Data.of(in_order(loaders[0], 512), cpu)
-        fit(g, lambda key: obj, loaders, trd, Data.of(va_small, cpu), [None] * K, cpu, lambda e, b: 0,
-                 graphs=False)
-        times["fast"].append(g.histories[0][0]["epoch_time_s"] * K)
-    from .machine import cpu_model
-
-    return {"machine": cpu_model(), "threads": torch.get_num_threads(), "torch": torch.__version__, "K": K,
-            "steps": steps, "batch": b0.batch_size, "plain_s": times["plain"], "fast_s": times["fast"],
-            "ratio_fast_over_plain": statistics.median(times["fast"]) / statistics.median(times["plain"]),
-            "date": time.strftime("%Y-%m-%d")}
-
-
-def bench_profile(Ks: Sequence[int] = (8, 16, 32), steps: int = 5, device_name: str = "auto") -> pd.DataFrame:
-    """One fast-path step of the default distilled cell at K seeds (batch 128 each), on this machine's device: the
-    median step time over `steps` steps after warm-up (on CUDA: replayed graphs), images/s, and under
-    torch.profiler the kernel launches (CUDA) or operator calls (CPU) of one step."""
-    import dataclasses
-
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-
-    from . import config, pipeline, train
-
-    cfg = config.check_stage("cell")
-    b0, d = dataclasses.replace(cfg["base"], precision="fp32"), cfg["distill"]
-    dev = _device_setup("fp32", device_name)
-    c = cell_of(Plan(), "v2_10k", "ref")
-    teacher_weights(c.teacher, c.checkpoint)
-    ck = pipeline.schedule(c.distances, d)
-    rows = []
-    for K in Ks:
-        n = (steps + 4) * b0.batch_size
-        loaders, _, _ = _loaders(b0, n, list(range(K)))
-        ms, t = [], None
-        for s in range(K):
-            b = dataclasses.replace(b0, seed=s)
-            pipeline.setup(b)
-            t = pipeline.load_teacher(b, cfg["teacher"], dev, c.checkpoint)
-            ms.append(pipeline.build_cell(t, d, False))
-        full = in_order(loaders[0], 512)
-        cache = pipeline.teacher_cls_cache(t, full, dev).to(dev)
-        obj = pipeline.distill(t, ck, d, cache=cache)
-        g = new_group(ms, Optim(d.lr, d.weight_decay, d.warmup, d.clip, 1), len(loaders[0]), dev)
-        trd = Data.of(full, dev)
-        st = Stepper(g, lambda key: obj, dev, graphs=True)
-        plans = [l.indices(0) for l in loaders]
-        times = []
-        for i in range(steps + 4):
-            idx = torch.stack([p[i][0] for p in plans]).to(dev)
-            sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-            sync()
-            t0 = time.perf_counter()
-            if i == steps + 3:  # the last step under the profiler
-                acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
-                with profile(activities=acts) as prof:
-                    st.step(0, trd.x[idx], trd.y[idx], idx, 0, d.lr)
-                    sync()
-                ev = prof.key_averages()
-                launches = sum(e.count for e in ev if e.key in ("cudaLaunchKernel", "cudaGraphLaunch",
-                                                                "cuLaunchKernel"))
-                ops = sum(e.count for e in ev if e.key.startswith("aten::"))
-            else:
-                st.step(0, trd.x[idx], trd.y[idx], idx, 0, d.lr)
-                sync()
-                if i >= 4:  # after the warm-up (and, on CUDA, the capture)
-                    times.append(time.perf_counter() - t0)
-        ms_step = 1000 * statistics.median(times)
-        rows.append(dict(device=device_kind(dev), K=K, batch=b0.batch_size, step_ms=round(ms_step, 2),
-                         img_per_s=round(K * b0.batch_size / ms_step * 1000), launches_in_step=launches,
-                         aten_ops_in_step=ops))
-        print(rows[-1], flush=True)
-    return pd.DataFrame(rows)
-
-
-def bench(what: str, Ks: Sequence[int] = (8, 16, 32)) -> int:
-    """`python -m odevit.repro.fast --bench WHAT`: write the benchmark's record under results/bench."""
-    os.makedirs(OUT, exist_ok=True)
-    if what == "gpu-record":
-        t = bench_gpu_record()
-        path = os.path.join(OUT, "fast_v2_gpu.md")
-        with open(path + ".tmp", "w") as f:
-            f.write("# The fast path on the GPU: plan v2's cell groups (from their own histories)\n\n"
-                    "`python -m odevit.repro.fast --bench gpu-record`. Each group = one cell's K seeds trained as one "
-                    "stacked model, each step a replayed CUDA graph, fp32 without TF32, batch 128 per seed; "
-                    "images/s = the training loop's, all K seeds counted (median over epochs).\n\n"
-                    + t.to_markdown(index=False) + "\n\n"
-                    f"Training images in all: {int((t.img_per_s * t.loop_s).sum()):,} (images/s x loop seconds); "
-                    f"training loops {t.loop_s.sum():.0f} s, evaluation {t.eval_s.sum():.0f} s.\n")
-        os.replace(path + ".tmp", path)
-        print(open(path).read())
-    elif what == "profile":
-        t = bench_profile(Ks)
-        kind = "gpu" if "CPU" not in t.device.iloc[0] else "cpu"
-        path = os.path.join(OUT, f"fast_profile_{kind}.md")
-        with open(path + ".tmp", "w") as f:
-            f.write(f"# One fast-path step of the default distilled cell at K seeds ({time.strftime('%Y-%m-%d')})\n\n"
-                    "`python -m odevit.repro.fast --bench profile`: median of the steps after warm-up (CUDA: replayed "
-                    "graphs); launches / aten ops counted under torch.profiler in one more step.\n\n"
-                    + t.to_markdown(index=False) + "\n")
-        os.replace(path + ".tmp", path)
-    else:
-        r = bench_cpu()
-        with open(os.path.join(OUT, "fast_cpu.json.tmp"), "w") as f:
-            json.dump(r, f, indent=2)
-        os.replace(os.path.join(OUT, "fast_cpu.json.tmp"), os.path.join(OUT, "fast_cpu.json"))
-        print(json.dumps(r, indent=2))
-    return 0
-
-
 def main(argv: Optional[List[str]] = None) -> int:
     import argparse
 
@@ -1053,14 +863,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--teacher-only", action="store_true", help="make the teacher seeds and stop (before shards)")
     ap.add_argument("--into", default=None, help="rerun into this folder instead of results/v2 (a machine shift)")
     ap.add_argument("--seeds", nargs="*", type=int, default=None, help="only these seeds of each study")
-    ap.add_argument("--bench", choices=["cpu", "gpu-record", "profile"], default=None,
-                    help="measure the fast path (results/bench) instead of training")
-    ap.add_argument("--K", type=int, nargs="*", default=[8, 16, 32], help="--bench profile: the seed counts")
     ap.add_argument("--dry", action="store_true", help="say which cells would train (their runs missing or made under "
                                                       "another configuration), train nothing")
     a = ap.parse_args(argv)
-    if a.bench:
-        return bench(a.bench, a.K)
     if a.into and os.path.normpath(a.into) == os.path.normpath(RESULTS):
         ap.error(f"--into {a.into}: that is the plan's own results folder; leave --into out")
     if a.seeds and not a.into:

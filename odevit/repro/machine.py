@@ -20,8 +20,6 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository root (odevit/repro/machine.py)
 LOCK, PYPROJECT = ROOT / "requirements.lock", ROOT / "pyproject.toml"
@@ -103,42 +101,6 @@ def stamp_lock(lock: os.PathLike | str = LOCK, pyproject: os.PathLike | str = PY
                        "make lock; tests/test_lock.py)\n")
     Path(lock).write_text("".join(lines))
     return digest
-
-
-def read_lock(lock: os.PathLike | str = LOCK) -> Dict[str, Dict[str, Any]]:
-    """The lock's pins: {canonical name: {"version": V, "hashes": [sha256, ...]}}."""
-    pins: Dict[str, Dict[str, Any]] = {}
-    current = None
-    with open(lock) as f:
-        for line in f:
-            if m := re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?==([^\s;\\]+)", line):  # name[x]==V
-                current = canonicalize_name(m.group(1))
-                pins[current] = {"version": m.group(3), "hashes": []}
-            elif current and line.strip().startswith("--hash=sha256:"):
-                pins[current]["hashes"].append(line.split("sha256:")[1].split()[0])
-    return pins
-
-
-def lock_problems(lock: os.PathLike | str = LOCK, pyproject: os.PathLike | str = PYPROJECT) -> List[str]:
-    """Where the lock and pyproject.toml disagree, one line each: missing or off-specifier pins, hashes, stamp."""
-    name, pins, out = canonicalize_name(_project(pyproject)["name"]), read_lock(lock), []
-    for extra, reqs in pyproject_deps(pyproject).items():
-        for text in reqs:
-            req = Requirement(text)
-            key = canonicalize_name(req.name)
-            if key == name:  # an extra naming the project's own extras (dev = ["odevit[pipeline]"])
-                continue
-            where = f"pyproject {'dependencies' if not extra else 'extra ' + extra}: '{text}'"
-            if key not in pins:
-                out.append(f"{where} is not in the lock (make lock)")
-            elif not req.specifier.contains(pins[key]["version"], prereleases=True):
-                out.append(f"{where}: the lock pins {pins[key]['version']} (make lock)")
-    out += [f"lock: {k}=={v['version']} has no --hash" for k, v in pins.items() if not v["hashes"]]
-    stamp, digest = lock_stamp(lock), pyproject_deps_sha256(pyproject)
-    if stamp != digest:
-        out.append(f"lock: made from another pyproject dependency section (stamp {stamp}, pyproject now {digest}; "
-                   "make lock)")
-    return out
 
 
 def machine_info() -> Dict[str, Any]:

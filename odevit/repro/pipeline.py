@@ -1,25 +1,23 @@
 """What a run is made of: the plan's cells as configs, the teacher's committed files, loaders, models, objectives.
 
-Both trainers build from here: the notebooks' (odevit.repro.fast) and the plain loop (odevit.repro.train, also
-`torchrun -m odevit.repro.pipeline 02_teacher | 04_distill` at the bottom of this file, data-parallel).
+Both trainers build from here: the notebooks' (odevit.repro.fast, K seeds stacked) and the plain loop (odevit.repro.train,
+one model, `torchrun -m odevit.repro.pipeline 02_teacher | 04_distill` at the bottom of this file, data-parallel).
 """
 from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from dataclasses import dataclass
 import os
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import pandas as pd
-import timm
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from . import data, runtime, train
+from . import config, data, runtime, train
 from .files import read_json, save_figure, write_csv, write_json  # noqa: F401  (the stages call pipeline.write_json, ...)
 from .config import TEACHER_SHAPE, Base, ConfigError, Distill, Optim, Scratch, Teacher, resolve_teacher
 from ..losses import TermInputs, active_terms, jasmin, weighted_sum, wider_than_cls
@@ -265,56 +263,23 @@ def fit_student(student: ODEViT, teacher: nn.Module, checkpoints: Sequence[int],
                 cfg: Distill, train_loader: data.Loader, evals: Dict[str, data.Loader],
                 out_dir: str = DISTILL_CKPT, times: Optional[Dict[str, float]] = None,
                 distances: Sequence[float] = ()) -> List[Dict[str, float]]:
-    """A student's training (`python -m odevit.repro.pipeline 04_distill`): the distillation objective (teacher CLS
-    states cached where valid; its time added to times['teacher_cache']), the published CE curriculum
-    (`unfreeze_head_at`), checkpoints in `out_dir`."""
-    return fit_student_many([student], teacher, checkpoints, [base], tcfg, cfg, [train_loader], [evals], [out_dir],
-                            [times], distances)[0]
-
-
-def same_images(a: data.Loader, b: data.Loader) -> bool:
-    """Whether two loaders serve the same samples under the same indices (their orders may differ)."""
-    if a.n != b.n:
-        return False
-    if a.split.images is not None and b.split.images is not None:
-        return torch.equal(a.split.images[: a.n], b.split.images[: b.n])
-    return a.split.folder is not None and getattr(a.split.folder, "samples", None) == getattr(b.split.folder, "samples", 1)
-
-
-def fit_student_many(students: List[ODEViT], teacher: nn.Module, checkpoints: Sequence[int], bases: List[Base],
-                     tcfg: Teacher, cfg: Distill, train_loaders: List[data.Loader],
-                     evals: List[Dict[str, data.Loader]], out_dirs: List[str],
-                     times: Optional[List[Optional[Dict[str, float]]]] = None,
-                     distances: Sequence[float] = (),
-                     rngs: Optional[List[Dict[str, Any]]] = None, teacher_id: str = "") -> List[List[Dict[str, float]]]:
-    """`fit_student` of one cell's seeds (base k = seed k), trained together when more than one (`train.fit_many`).
-    The teacher's cached states serve every seed: they are indexed by sample, and every seed trains on the same
-    images (checked), in its own order. `distances`: the teacher's layer distances, from which the checkpoint
-    schedule of every N in distill.train_steps is made here (`step_schedules`; needed only when train_steps is set).
-    `teacher_id` (a study teacher's weights hash) joins the run ids."""
+    """A student's training by the plain trainer (`torchrun … -m odevit.repro.pipeline 04_distill`): the distillation
+    objective (teacher CLS states cached where valid; its time added to times['teacher_cache']), the published CE
+    curriculum (`unfreeze_head_at`), checkpoints in `out_dir`. `distances`: the teacher's layer distances, from which
+    the checkpoint schedule of every N in distill.train_steps is made (`step_schedules`; needed only when it is set)."""
 
     def curriculum(epoch: int, model: nn.Module) -> None:
         if cfg.unfreeze_head_at >= 0 and epoch == cfg.unfreeze_head_at:
             model.head.requires_grad_(True)
 
-    if not all(same_images(train_loaders[0], l) for l in train_loaders[1:]):
-        raise ValueError("fit_student_many: the seeds' loaders hold different images (e.g. the synthetic dataset, "
-                         "drawn per seed): train them one at a time")
     if cfg.train_steps and not distances:
-        raise ValueError(f"fit_student_many: distill.train_steps = {cfg.train_steps} needs the teacher's layer "
-                         "distances (`distances`) to make each N's checkpoint schedule")
-    device = train.resolve_device(bases[0].device)
-    times = times or [None] * len(students)
-    obj = distill(teacher, checkpoints, cfg, cache=teacher_cache(teacher, train_loaders[0], cfg, device,
-                                                                          times[0]),
-                             step_schedules=step_schedules(distances, cfg))
-    for t in times[1:]:  # shared work: every seed's timing shows it
-        if t is not None and times[0] is not None and "teacher_cache" in times[0]:
-            t["teacher_cache"] = times[0]["teacher_cache"]
-    return train.fit_many(students, train_loaders, evals, obj, train_config(bases[0], cfg), out_dirs,
-                          on_epoch=curriculum, run_ids=[train.fingerprint(b, tcfg, cfg, list(checkpoints),
-                                                                          *([teacher_id] if teacher_id else []))
-                                                        for b in bases], times=times, rngs=rngs)
+        raise ValueError(f"fit_student: distill.train_steps = {cfg.train_steps} needs the teacher's layer distances "
+                         "(`distances`) to make each N's checkpoint schedule")
+    device = train.resolve_device(base.device)
+    obj = distill(teacher, checkpoints, cfg, cache=teacher_cache(teacher, train_loader, cfg, device, times),
+                  step_schedules=step_schedules(distances, cfg))
+    return train.fit(student, train_loader, evals, obj, train_config(base, cfg), out_dir, on_epoch=curriculum,
+                     run_id=train.fingerprint(base, tcfg, cfg, list(checkpoints)), times=times)
 
 
 @torch.no_grad()
@@ -362,9 +327,6 @@ def load_teacher(b: Base, t: Teacher, device: torch.device, ckpt: str) -> nn.Mod
     return train.load_weights(build_teacher(b, t), f"{ckpt}/best.pt").to(device).eval()
 
 
-def build_cell(teacher: nn.Module, d: Distill, free: bool) -> ODEViT:
-    return build_free(teacher, d) if free else build_student(teacher, d)
-
 
 
 # --- the plan's cells as the trainers build them: configs, the teacher's committed files --------------------------
@@ -386,7 +348,6 @@ class Plan:
     """One plan of params.yaml (v2, or v3 with v2's teacher) as the driver needs it: configs per study and cell, seeds, budgets, the teacher recipe, hashes."""
 
     def __init__(self, path: str = "params.yaml", version: int = 2):
-        from . import config
         from . import plan as plan_mod
 
         self.path, self.version, self.plan = path, version, plan_mod.load(path, version)
@@ -409,36 +370,42 @@ class Plan:
 @dataclass
 class Cell:
     """One plan cell as the trainer builds it: its distill config (the study's budget and the cell's overrides, tau by
-    the rule from its teacher's distances), whether it is the free ODE, and its teacher (committed files only)."""
+    the rule from its teacher's distances), whether it is the free ODE, its teacher (committed files only), and, once
+    built, per seed the teacher loaded and the cell's model as initialised under that seed."""
     distill: Any
     free: bool
     teacher: str  # 'strong' (the plan's teacher) | 'weak' (plan 1's 3-epoch teacher); free cells too ('strong')
     checkpoint: str  # the teacher's checkpoint folder (its best.pt: `teacher_weights`)
     distances: List[float]
     sha256: str
+    teachers: List[nn.Module] = dataclasses.field(default_factory=list)
+    models: List[ODEViT] = dataclasses.field(default_factory=list)
+
+    def build(self, p: Plan, seeds: Sequence[int], device: Any = "cpu") -> "Cell":
+        """For each seed, its teacher and the cell's model on `device`: seed everything, build the teacher (it draws
+        from the RNG), then the student (or the free ODE of its architecture). Only for a cell that trains: building
+        every cell's models up front made a reuse-only `fast --dry` take 9.5 min instead of 20 s (2-core CPU)."""
+        teacher_weights(self.teacher, self.checkpoint)
+        for x in seeds:
+            b = dataclasses.replace(p.base, seed=int(x))
+            setup(b)
+            self.teachers.append(load_teacher(b, p.teacher_cfg, device, self.checkpoint))
+            self.models.append(build_free(self.teachers[-1], self.distill) if self.free
+                               else build_student(self.teachers[-1], self.distill))
+        return self
 
 
 def cell_of(p: Plan, study: str, cell: str) -> Cell:
     """The cell's configuration, read from the plan and the committed teacher files; nothing is built or trained."""
-    import json
-
-    import pandas as pd
-
-    from . import config
-
     s = p.plan["studies"][study]
-    ov = dict(s["cells"][cell] or {})
-    free = bool(ov.pop("free", False))
-    which = ov.pop("teacher", "strong")
-    preset = ov.pop("preset", None)  # a preset file's switches (presets/published_code.yaml), its curriculum rescaled
-    if preset is not None:
-        ov = {**config.preset_overrides(preset, s["budget"]["epochs"]), **ov}
+    ov = s["cells"][cell] or {}
+    free, which = bool(ov.get("free", False)), ov.get("teacher", "strong")
     folder = WEAK if which == "weak" else f"{RESULTS}/teacher"
     sel = json.load(open(f"{folder}/selected.json"))
     dist = pd.read_csv(f"{folder}/distances.csv")["distance"].tolist()
     ck = "checkpoints/v2/teacher_weak" if which == "weak" else f"{CKPTS}/teacher/s{sel['seed']}"
-    d = config.merged(p.distill, epochs=s["budget"]["epochs"], patience=0,
-                      tau=tau_by_rule(dist, float(p.plan["rules"]["tau_rule"]["ratio"])), **ov)
+    d = config.cell_distill(p.distill, ov, s["budget"]["epochs"], epochs=s["budget"]["epochs"], patience=0,
+                            tau=tau_by_rule(dist, float(p.plan["rules"]["tau_rule"]["ratio"])))
     return Cell(d, free, which, ck, dist, sel["sha256"])
 
 

@@ -145,20 +145,7 @@ def check(plan: Any, path: str = PLAN_FILE) -> None:
     _need(r["primary_family"] in fams, f"{path}: rules.primary_family '{r['primary_family']}' has no question")
     for name, s in studies.items():
         where = f"{path}: studies.{name}"
-        _need(isinstance(s, dict) and set(s) <= STUDY_KEYS, f"{where}: keys must be among {sorted(STUDY_KEYS)}")
-        b = s.get("budget") or {}
-        _need(set(b) == {"train_limit", "epochs"} and b["train_limit"] >= 0 and b["epochs"] >= 4,
-              f"{where}.budget: train_limit >= 0 and epochs >= 4 (the floor window needs >= 2 epochs)")
-        for x in s["seeds"]:
-            _need(isinstance(x, int) and x not in seen, f"{where}.seeds: {x} is not a fresh integer seed "
-                  f"(already {seen.get(x)}'s)")
-            seen[x] = name
-        cells = s.get("cells") or {}
-        for c, ov in cells.items():
-            _need(ov is None or (isinstance(ov, dict) and ov.get("teacher", "strong") in ("strong", "weak")),
-                  f"{where}.cells.{c}: a dict of distill overrides; teacher: strong (default) | weak")
-            _need(isinstance((ov or {}).get("free", False), bool),
-                  f"{where}.cells.{c}.free = {(ov or {}).get('free')!r}: expected true or false")
+        cells = _check_study(where, name, s, seen, set(), 4)
         for q in s["questions"]:
             qw = f"{where}.questions[{q.get('id')}]"
             _need(set(q) <= QUESTION_KEYS, f"{qw}: unknown key {sorted(set(q) - QUESTION_KEYS)}")
@@ -175,6 +162,27 @@ def check(plan: Any, path: str = PLAN_FILE) -> None:
         _need(row["power_paper"] >= POWER_MIN or bool(row["power_note"]),  # NaN (no paper number): a note too
               f"{path}: {row['study']}.{row['id']}: power {row['power_paper']:.2f} "
               f"< {POWER_MIN} at the paper's effect: add seeds, or say why in pilot.note")
+
+
+def _check_study(where: str, name: str, s: Any, seen: Dict[int, str], earlier_seeds: set, min_epochs: int
+                 ) -> Dict[str, Any]:
+    """A study's keys, budget (at least `min_epochs`), fresh seeds (none seen in this plan or `earlier_seeds`) and
+    cells (distill overrides; teacher strong | weak; free true | false); returns its cells."""
+    _need(isinstance(s, dict) and set(s) <= STUDY_KEYS, f"{where}: keys must be among {sorted(STUDY_KEYS)}")
+    b = s.get("budget") or {}
+    _need(set(b) == {"train_limit", "epochs"} and b["train_limit"] >= 0 and b["epochs"] >= min_epochs,
+          f"{where}.budget: train_limit >= 0 and epochs >= {min_epochs} (the floor window needs >= 2 epochs)")
+    for x in s["seeds"]:
+        _need(isinstance(x, int) and x not in seen and x not in earlier_seeds, f"{where}.seeds: {x} is not a fresh "
+              f"integer seed (already {seen.get(x, 'plan v2')}'s)")
+        seen[x] = name
+    cells = s.get("cells") or {}
+    for c, ov in cells.items():
+        _need(ov is None or (isinstance(ov, dict) and ov.get("teacher", "strong") in ("strong", "weak")),
+              f"{where}.cells.{c}: a dict of distill overrides; teacher: strong (default) | weak")
+        _need(isinstance((ov or {}).get("free", False), bool),
+              f"{where}.cells.{c}.free = {(ov or {}).get('free')!r}: expected true or false")
+    return cells
 
 
 def check_v3(plan: Dict[str, Any], path: str, earlier_seeds: set) -> None:
@@ -205,18 +213,7 @@ def check_v3(plan: Dict[str, Any], path: str, earlier_seeds: set) -> None:
     seen: Dict[int, str] = {}
     for name, s in studies.items():
         where = f"{w}.studies.{name}"
-        _need(isinstance(s, dict) and set(s) <= STUDY_KEYS, f"{where}: keys must be among {sorted(STUDY_KEYS)}")
-        b = s.get("budget") or {}
-        _need(set(b) == {"train_limit", "epochs"} and b["train_limit"] >= 0 and b["epochs"] >= 8,
-              f"{where}.budget: train_limit >= 0 and epochs >= 8 (the floor window needs >= 2 epochs)")
-        for x in s["seeds"]:
-            _need(isinstance(x, int) and x not in seen and x not in earlier_seeds,
-                  f"{where}.seeds: {x} is not a fresh integer seed (already {seen.get(x, 'plan v2')}'s)")
-            seen[x] = name
-        cells = s.get("cells") or {}
-        for cname, ov in cells.items():
-            _need(ov is None or (isinstance(ov, dict) and ov.get("teacher", "strong") in ("strong", "weak")),
-                  f"{where}.cells.{cname}: a dict of distill overrides; teacher: strong (default) | weak")
+        cells = _check_study(where, name, s, seen, earlier_seeds, 8)
         for q in s["questions"]:
             qw = f"{where}.questions[{q.get('id')}]"
             _need(set(q) <= V3_QUESTION_KEYS, f"{qw}: unknown key {sorted(set(q) - V3_QUESTION_KEYS)}")

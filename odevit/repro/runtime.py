@@ -1,35 +1,19 @@
-"""Where and how a run computes: its processes (data-parallel training under torchrun), its numeric precision
-(fp32 / bf16 autocast, process-wide) and its activation memory (measured before training: a run that would not fit
-stops with the estimate instead of being killed).
+"""Where and how a run computes: its processes (data-parallel training under torchrun: one process per device, gloo
+on CPU, nccl on CUDA), its numeric precision (fp32 / bf16 autocast, process-wide: objectives need not import train)
+and its activation memory (the bytes autograd saves for backward at batch 1, measured before training, times the
+batch, plus weights, gradients and AdamW's moments: a run that would not fit stops with the estimate instead of being
+killed).
 
-Data-parallel training under torchrun: one process per device, gloo on CPU, nccl on CUDA.
-
-    torchrun --nproc_per_node=2 -m odevit.repro.pipeline 02_teacher
-
-Results semantics: `base.batch_size` stays the *global* batch. Every process draws the same shuffled order from
-`seed + epoch`, takes its 1/world slice of each global batch (`Loader`), and DistributedDataParallel averages the
-gradients, so one optimiser step sees the same samples and the same mean loss as the single-process step (up to
-the order of floating-point sums). Evaluation splits the test set and sums the hits; only rank 0 writes files.
-
-Process-wide numeric precision policy (fp32 / bf16 autocast), shared by training, evaluation and
-the teacher caches; its own module so that objectives need not import train.
-
-Activation memory, measured rather than guessed: the bytes autograd saves for backward.
-
-    per_sample = saved_bytes(lambda: objective(model, x[:1], y[:1], 0, idx[:1])[0])
-    check_fits(...)   # before training: stop with the estimate instead of being killed by the OOM killer
-
-The bytes saved for backward in one forward pass at batch 1, times the batch size, plus parameters, gradients and
-AdamW's two moments, is what training holds at its peak (to within the allocator's slack and the transient
-buffers of one kernel). The retired benchmark (tag retired-plan1-quick-exploratory) reported it at the paper's shapes with and without gradient
-checkpointing.
+Under torchrun `base.batch_size` stays the *global* batch: every process draws the same shuffled order from
+`seed + epoch`, takes its 1/world slice of each global batch (`data.Loader`), and DistributedDataParallel averages
+the gradients, so one optimiser step sees the same samples and mean loss as the single-process step (up to the order
+of floating-point sums). Evaluation splits the test set and sums the hits; only rank 0 writes files.
 """
 from __future__ import annotations
 
 import datetime
 import os
-from typing import Any, Tuple
-from typing import Callable, Optional
+from typing import Any, Callable, Optional, Tuple
 
 import torch
 import torch.distributed as dist

@@ -1,9 +1,8 @@
-"""The plain training loop (one model, or K one after another per step; DDP under torchrun): AdamW, warm-up + cosine (optionally with hard restarts), gradient clipping,
+"""The plain training loop (one model; DDP under torchrun; K seeds at once are `fast.fit`'s): AdamW, warm-up + cosine (optionally with hard restarts), gradient clipping,
 best-and-last checkpoints written atomically every epoch, one progress line per epoch, seeded and deterministic.
 
     objective = pipeline.cross_entropy(label_smoothing=0.1)
     history = fit(model, train_loader, val_loader, objective, TrainConfig(epochs=3), out_dir="checkpoints/x")
-    summary(history, "val", min_delta_pts=0.2, window=2)  # best epoch, epochs run, stopped early, converged, ...
 
 Model selection and early stopping read the selection split's Acc@1 (`TrainConfig.select_on`: the validation split
 by default; 'test' reproduces the authors' test-set selection). The test set is then scored once, by the caller, at
@@ -25,12 +24,11 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 import numpy as np
 import torch
 import torch.nn as nn
-from torch.profiler import record_function
 from tqdm import tqdm  # text bar in a terminal; disabled under papermill (one line per epoch)
 
 from . import runtime
 from ..losses import topk_hits
-from .runtime import autocast, set_precision
+from .runtime import autocast, set_precision  # noqa: F401  (set_precision: train.set_precision, the stages')
 
 Objective = Callable[..., Tuple[torch.Tensor, Dict[str, torch.Tensor]]]  # (model, x, y, epoch[, idx]) -> (loss, logged parts)
 
@@ -60,32 +58,6 @@ def epochs_without_gain(accs: Sequence[float], min_delta_pts: float) -> int:
         else:
             since += 1
     return since
-
-
-def convergence(accs: Sequence[float], window: int, min_delta_pts: float) -> Tuple[bool, Optional[float]]:
-    """(converged, gain): gain = best Acc@1 of the last `window` epochs minus the best before them, in points;
-    converged = gain < min_delta_pts. Fewer than window + 1 epochs: not judgeable = (False, None)."""
-    if window < 1 or len(accs) < window + 1:
-        return False, None
-    gain = 100.0 * (max(accs[-window:]) - max(accs[:-window]))
-    return gain < min_delta_pts - 1e-9, gain
-
-
-def summary(history: Sequence[Dict[str, float]], select_on: str, min_delta_pts: float, window: int,
-            max_epochs: Optional[int] = None) -> Dict[str, Any]:
-    """What a run's selection did, for metrics.json: best_epoch (first epoch of the best selection Acc@1, = best.pt),
-    val_acc1 there (when a validation split was scored), epochs_run, stopped_early (fewer than `max_epochs`),
-    converged and val_gain_last_pts (`convergence` of the selection curve), selected_on."""
-    key = f"{select_on}_acc1"
-    accs = [float(r[key]) for r in history]
-    best = max(range(len(accs)), key=lambda i: (accs[i], -i))
-    conv, gain = convergence(accs, window, min_delta_pts)
-    out = {"best_epoch": int(history[best]["epoch"]), "epochs_run": len(history),
-           "stopped_early": bool(max_epochs is not None and len(history) < max_epochs), "converged": bool(conv),
-           "val_gain_last_pts": gain, "selected_on": select_on}
-    if "val_acc1" in history[best]:
-        out["val_acc1"] = float(history[best]["val_acc1"])
-    return out
 
 
 def seed_everything(seed: int) -> None:
@@ -229,9 +201,9 @@ def fingerprint(*configs: Any) -> str:
     return h.hexdigest()[:16]
 
 
-def probe_memory(model: nn.Module, loader: Any, objective: Objective, device: torch.device, copies: int = 1) -> int:
+def probe_memory(model: nn.Module, loader: Any, objective: Objective, device: torch.device) -> int:
     """Before training: the activation bytes of one training sample (the objective's forward at batch 1, measured)
-    times the batch (times `copies`: models trained together by `fit_many`), plus weights, gradients and AdamW state;
+    times the batch, plus weights, gradients and AdamW state;
     MemoryEstimateError if that exceeds the free memory, so a run that cannot fit stops with its estimate instead of
     being killed. RNG states are restored: training draws exactly what it would have drawn without the probe."""
     rng = _rng_state()
@@ -243,7 +215,7 @@ def probe_memory(model: nn.Module, loader: Any, objective: Objective, device: to
             per_sample = runtime.saved_bytes(lambda: objective(model, x, y, 0, idx[:1]), model)
     finally:
         _set_rng_state(rng)
-    return runtime.check_fits(model, per_sample * copies, loader.batch_size, device)
+    return runtime.check_fits(model, per_sample, loader.batch_size, device)
 
 
 class _Method(nn.Module):
@@ -258,7 +230,7 @@ class _Method(nn.Module):
 
 
 class OneOfMany:
-    """What an objective calls when `fit_many` trains K models as one: inside torch.func.vmap, one model's slice of
+    """What an objective calls when `fast.fit` trains K models as one: inside torch.func.vmap, one model's slice of
     the stacked parameters and buffers, applied by torch.func.functional_call of the first model (same
     architecture). Offers what the objectives call: `model(x)` and `model.forward_trajectory(x, ...)`."""
 
@@ -275,7 +247,7 @@ class OneOfMany:
 
 @dataclass
 class Run:
-    """One model's training in `fit_many`: what `fit` keeps for its single model."""
+    """One model's training in `fit`: its loader and evaluation loaders, optimiser, schedule, checkpoints, history."""
     model: nn.Module
     loader: Any
     evals: Dict[str, Any]
@@ -285,18 +257,14 @@ class Run:
     last_path: Optional[str]
     out_dir: Optional[str]
     times: Optional[Dict[str, float]]
-    rng: Optional[Dict[str, Any]]
     history: List[Dict[str, float]]
     best: float = -1.0
     start: int = 0
     params: Optional[List[torch.Tensor]] = None
-    named: Optional[Dict[str, torch.Tensor]] = None  # every parameter by name, frozen too (vmap's stacked inputs)
-    buffers: Optional[Dict[str, torch.Tensor]] = None
 
 
 def new_run(model: nn.Module, loader: Any, eval_loaders: Any, cfg: TrainConfig, device: torch.device,
-            run_id: str = "", out_dir: Optional[str] = None, times: Optional[Dict[str, float]] = None,
-            rng: Optional[Dict[str, Any]] = None) -> Run:
+            run_id: str = "", out_dir: Optional[str] = None, times: Optional[Dict[str, float]] = None) -> Run:
     """One model's training state as `fit` starts it: on the device, AdamW with two parameter groups (weight decay
     on matrices, none on vectors), warm-up + cosine schedule over `cfg.epochs` x the loader's batches."""
     evals = dict(eval_loaders) if isinstance(eval_loaders, dict) else {cfg.select_on: eval_loaders}
@@ -309,51 +277,32 @@ def new_run(model: nn.Module, loader: Any, eval_loaders: Any, cfg: TrainConfig, 
     total = cfg.epochs * len(loader)
     warm = int(cfg.warmup * total)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, total, warm, cfg.cycles))
-    # the training data is part of the run: a checkpoint of the same configs on other images (e.g. a study re-run
-    # with another `study.train_limit`, whose checkpoints DVC keeps as persistent outputs) must not be resumed
+    # the training data is part of the run: a checkpoint of the same configs on other images must not be resumed
     rid = f"{run_id}/{getattr(loader, 'n', '?')} images/{len(loader)} batches"
     last = os.path.join(out_dir, "last.pt") if out_dir else None
-    return Run(model, loader, evals, opt, sched, rid, last, out_dir, times, rng, [], params=params,
-               named=dict(model.named_parameters()), buffers=dict(model.named_buffers()))  # the same tensors all
-    # run long: the curriculum only flips requires_grad, and resuming loads weights in place
+    return Run(model, loader, evals, opt, sched, rid, last, out_dir, times, [], params=params)
 
 
-def train_step(objective: Objective, runs: Sequence[Run], batch: Sequence[Tuple[torch.Tensor, ...]], epoch: int,
-               device: torch.device, clip: float, replica: Any = None, step: int = 0) -> Dict[str, torch.Tensor]:
-    """One optimiser step of the K runs on their K batches (K = 1: the model, or `replica` under torchrun): the
-    objective (vmapped when K > 1), backward, clipping per model, one host sync for the finiteness check
-    (FloatingPointError naming the run's last good checkpoint, before any weight changes), AdamW and schedule steps.
-    Returns the logged parts and the loss, (K,) float64 each, not read back (no host sync). Phases are labelled
-    for torch.profiler (`odevit.repro.profile`)."""
-    K = len(runs)
-    if K == 1:
-        with record_function("data"):
-            x, y, idx = batch[0]
-            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-        with autocast(device):
-            loss, parts = objective(runs[0].model if replica is None else replica, x, y, epoch, idx)
-        losses = loss.reshape(1)
-    else:
-        losses, parts = _batched_objective(objective, runs, batch, epoch, device)
-    for r in runs:
-        r.opt.zero_grad(set_to_none=True)
-    with record_function("backward"):
-        losses.sum().backward()
-    with record_function("clip + finiteness checks"):
-        gnorms = torch.stack([torch.nn.utils.clip_grad_norm_(r.params, clip) for r in runs])
-        if not bool(torch.isfinite(losses).all() & torch.isfinite(gnorms).all()):  # the step's one host sync
-            k = next(i for i in range(K) if not (torch.isfinite(losses[i]) and torch.isfinite(gnorms[i])))
-            good = runs[k].last_path if runs[k].last_path and os.path.exists(runs[k].last_path) else "none"
-            raise FloatingPointError(
-                (f"{runs[k].out_dir}: " if K > 1 else "")
-                + f"non-finite {'loss' if not torch.isfinite(losses[k]) else 'gradient'} at epoch {epoch + 1}, "
-                f"step {step + 1}: training stopped (lower lr or raise clip); last good checkpoint: {good}"
-                + (" (the seeds trained with it stop too: train it alone)" if K > 1 else ""))
-    with record_function("optimiser step"):
-        for r in runs:
-            r.opt.step()
-            r.sched.step()
-    return {key: v.detach().double().reshape(K) for key, v in dict(parts, loss=losses).items()}
+def train_step(objective: Objective, r: Run, batch: Tuple[torch.Tensor, ...], epoch: int, device: torch.device,
+               clip: float, replica: Any = None, step: int = 0) -> Dict[str, torch.Tensor]:
+    """One optimiser step (the model, or `replica` under torchrun): the objective, backward, clipping, one host sync
+    for the finiteness check (FloatingPointError naming the run's last good checkpoint, before any weight changes),
+    AdamW and schedule steps. Returns the logged parts and the loss, float64 on the device (no host sync)."""
+    x, y, idx = batch
+    x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+    with autocast(device):
+        loss, parts = objective(r.model if replica is None else replica, x, y, epoch, idx)
+    r.opt.zero_grad(set_to_none=True)
+    loss.backward()
+    gnorm = torch.nn.utils.clip_grad_norm_(r.params, clip)
+    if not bool(torch.isfinite(loss) & torch.isfinite(gnorm)):  # the step's one host sync
+        good = r.last_path if r.last_path and os.path.exists(r.last_path) else "none"
+        raise FloatingPointError(f"non-finite {'loss' if not torch.isfinite(loss) else 'gradient'} at epoch "
+                                 f"{epoch + 1}, step {step + 1}: training stopped (lower lr or raise clip); last good "
+                                 f"checkpoint: {good}")
+    r.opt.step()
+    r.sched.step()
+    return {key: v.detach().double() for key, v in dict(parts, loss=loss).items()}
 
 
 def fit(
@@ -384,121 +333,56 @@ def fit(
     Under torchrun (`runtime.init()` first, loaders built after it) the model runs in DistributedDataParallel,
     logged losses and accuracies are averaged over the processes, and only rank 0 writes checkpoints (the RNG
     state saved is rank 0's). Returns one dict per epoch: epoch, train_* losses, <split>_acc1/3/5, lr, epoch_time_s
-    (training loop), eval_time_s (the per-epoch evaluation), img_per_s.
+    (training loop), eval_time_s (the per-epoch evaluation), img_per_s. (K seeds at once: `fast.fit`.)
     """
-    return fit_many([model], [train_loader], [eval_loaders], objective, cfg, [out_dir], on_epoch, [run_id],
-                    [times])[0]
-
-
-def fit_many(
-    models: Sequence[nn.Module],
-    train_loaders: Sequence[Any],
-    eval_loaders: Sequence[Any],
-    objective: Objective,
-    cfg: TrainConfig,
-    out_dirs: Optional[Sequence[Optional[str]]] = None,
-    on_epoch: Optional[Callable[[int, nn.Module], None]] = None,
-    run_ids: Optional[Sequence[str]] = None,
-    times: Optional[Sequence[Optional[Dict[str, float]]]] = None,
-    rngs: Optional[Sequence[Dict[str, Any]]] = None,
-) -> List[List[Dict[str, float]]]:
-    """`fit` of K models of one architecture on one objective (e.g. one study cell's seeds), each with its own
-    loaders, optimiser, schedule, selection and checkpoints, in one process. K = 1 is `fit`. K > 1 trains them as
-    one batched model: each step stacks their parameters (torch.stack, so each model's gradient lands in its own
-    .grad) and evaluates the objective under torch.func.vmap (one kernel launch for K models' work), then clips and
-    steps each model as `fit` would. It computes what K separate `fit` runs compute, to the rounding of the precision
-    in use (batched matrix products sum in another order, and attention runs as an explicit softmax: in fp32 ~1e-6
-    a step, tests/test_fit_many.py; under bf16 autocast, bf16's rounding, which grows over training), and writes the
-    same files, so either path resumes the other's last.pt. A history row's epoch_time_s is the model's share of
-    the shared loop (its wall / K: sums over runs stay right), img_per_s the loop's images/s, all K models. K > 1
-    needs patience 0 (every model runs the whole schedule), one process (no torchrun) and an objective that draws no
-    random numbers (vmap refuses dropout and drawn step counts);
-    `rngs[k]` is the RNG state saved in model k's last.pt (the state after its initialisation, as `fit` saves
-    when training draws nothing). Returns one history per model."""
-    K = len(models)
-    out_dirs = list(out_dirs or [None] * K)
-    run_ids, times = list(run_ids or [""] * K), list(times or [None] * K)
     rank, world = runtime.rank_world()
-    _check_many(K, train_loaders, eval_loaders, out_dirs, run_ids, times, rngs, cfg, world)
     sel = f"{cfg.select_on}_acc1"
     device = resolve_device(cfg.device)
     quiet = in_notebook_run() or rank > 0
-    runs = [new_run(m, train_loaders[k], eval_loaders[k], cfg, device, run_ids[k], out_dirs[k], times[k],
-                    rngs[k] if K > 1 else None) for k, m in enumerate(models)]
-    replica: Any = models[0]  # what the objective calls when K = 1: the model, or its DDP replica under torchrun
+    r = new_run(model, train_loader, eval_loaders, cfg, device, run_id, out_dir, times)
+    replica: Any = model  # what the objective calls: the model, or its DDP replica under torchrun
 
-    def begin_epoch(r: Run, epoch: int) -> None:
+    def begin_epoch(epoch: int) -> None:
         nonlocal replica
         if on_epoch is not None:
-            on_epoch(epoch, r.model)  # may unfreeze parameters: they join the optimiser and the clipping
-        r.params = [p for p in r.model.parameters() if p.requires_grad]
+            on_epoch(epoch, model)  # may unfreeze parameters: they join the optimiser and the clipping
+        r.params = [p for p in model.parameters() if p.requires_grad]
         r.opt.param_groups[0]["params"] = [p for p in r.params if p.ndim >= 2]
         r.opt.param_groups[1]["params"] = [p for p in r.params if p.ndim < 2]
-        if world > 1 and (replica is r.model or replica.stale()):
-            replica = runtime.Replica(r.model, device)
+        if world > 1 and (replica is model or replica.stale()):
+            replica = runtime.Replica(model, device)
 
-    for r in runs:
-        _resume(r, cfg, K, rank, begin_epoch)
-    if len({r.start for r in runs}) > 1:
-        raise ValueError("fit_many: the runs resume after different epochs ("
-                         + ", ".join(f"{r.last_path}: {r.start}" for r in runs) + "): train them one at a time")
-    start = runs[0].start
-
-    if start < cfg.epochs:
-        probe_memory(models[0], runs[0].loader, objective, device, copies=K)
-
-    for epoch in range(start, cfg.epochs):
-        if _patience_spent(runs[0].history, cfg, sel, epoch, rank):
+    _resume(r, cfg, rank, begin_epoch)
+    if r.start < cfg.epochs:
+        probe_memory(model, r.loader, objective, device)
+    for epoch in range(r.start, cfg.epochs):
+        if _patience_spent(r.history, cfg, sel, epoch, rank):
             break
-        for r in runs:
-            begin_epoch(r, epoch)
-            r.model.train()
-        sums, n_batches, train_time = _train_epoch(objective, runs, epoch, cfg, device, replica, quiet)
-        _score_and_save(runs, sums, n_batches, train_time, epoch, device, world, rank, sel)
+        begin_epoch(epoch)
+        model.train()
+        sums, n_batches, train_time = _train_epoch(objective, r, epoch, cfg, device, replica, quiet)
+        _score_and_save(r, sums, n_batches, train_time, epoch, device, world, rank, sel)
         runtime.barrier()  # no process runs ahead of the checkpoint
         if rank == 0:
-            _print_epoch(runs, epoch, cfg, sel, train_time)
-    return [r.history for r in runs]
+            _print_epoch(r, epoch, cfg, sel, train_time)
+    return r.history
 
 
-def _check_many(K: int, train_loaders: Sequence[Any], eval_loaders: Sequence[Any], out_dirs: List[Optional[str]],
-                run_ids: List[str], times: List[Optional[Dict[str, float]]],
-                rngs: Optional[Sequence[Dict[str, Any]]], cfg: TrainConfig, world: int) -> None:
-    """`fit_many`'s inputs, checked once at its entry: one of each per model; K > 1 needs patience 0, one process,
-    every model's RNG state and loaders of the same length."""
-    if not (len(train_loaders) == len(eval_loaders) == len(out_dirs) == len(run_ids) == len(times) == K):
-        raise ValueError(f"fit_many: {K} models need {K} train loaders, eval loaders, out_dirs, run_ids and times")
-    if K > 1:
-        if cfg.patience:
-            raise ValueError(f"fit_many: patience {cfg.patience}: models trained together run the whole schedule "
-                             "(patience 0); train them one at a time (fit) to stop early")
-        if world > 1:
-            raise ValueError("fit_many: several models in one process under torchrun: train them one at a time")
-        if rngs is None or len(rngs) != K:
-            raise ValueError("fit_many: K > 1 needs each model's RNG state after its initialisation (rngs)")
-        if len({len(l) for l in train_loaders}) > 1:
-            raise ValueError(f"fit_many: the models' loaders have {[len(l) for l in train_loaders]} batches: "
-                             "models trained together need the same number")
-
-
-def _resume(r: Run, cfg: TrainConfig, K: int, rank: int, begin_epoch: Callable[[Run, int], None]) -> None:
-    """Load r's last.pt if it is this run's (same run id): weights, optimiser, schedule, RNG state (K > 1: kept for
-    its next last.pt), best metric and history, the curriculum replayed (`begin_epoch`) so the parameter groups
-    match; r.start = its epoch. A last.pt of another run is set aside with a notice; a corrupt one stops."""
+def _resume(r: Run, cfg: TrainConfig, rank: int, begin_epoch: Callable[[int], None]) -> None:
+    """Load r's last.pt if it is this run's (same run id): weights, optimiser, schedule, RNG state, best metric and
+    history, the curriculum replayed (`begin_epoch`) so the parameter groups match; r.start = its epoch. A last.pt
+    of another run is set aside with a notice; a corrupt one stops."""
     if not (r.last_path and os.path.exists(r.last_path)):
         return
     ckpt = load_checkpoint(r.last_path)  # corrupt -> CheckpointError naming the file, never a silent restart
     if ckpt.get("run_id") == r.run_id and "optimizer" in ckpt:
         r.start = int(ckpt["epoch"])
         for e in range(min(r.start, cfg.epochs)):
-            begin_epoch(r, e)  # replay the curriculum so the parameter groups match
+            begin_epoch(e)  # replay the curriculum so the parameter groups match
         r.model.load_state_dict(ckpt["model"])
         r.opt.load_state_dict(ckpt["optimizer"])
         r.sched.load_state_dict(ckpt["scheduler"])
-        if K == 1:
-            _set_rng_state(ckpt["rng"])
-        else:
-            r.rng = ckpt["rng"]
+        _set_rng_state(ckpt["rng"])
         r.best, r.history = float(ckpt["best"]), list(ckpt["history"])
         if r.times is not None:
             r.times["resumed_s"] = history_seconds(r.history)
@@ -510,7 +394,7 @@ def _resume(r: Run, cfg: TrainConfig, K: int, rank: int, begin_epoch: Callable[[
 
 def _patience_spent(history: List[Dict[str, float]], cfg: TrainConfig, sel: str, epoch: int, rank: int) -> bool:
     """Whether `cfg.patience` epochs in a row brought no selection gain (also right after resuming a run that had
-    stopped; K = 1 only: models trained together have patience 0); says so on rank 0."""
+    stopped); says so on rank 0."""
     if not (cfg.patience and history and epochs_without_gain([h[sel] for h in history], cfg.min_delta_pts)
             >= cfg.patience):
         return False
@@ -520,94 +404,55 @@ def _patience_spent(history: List[Dict[str, float]], cfg: TrainConfig, sel: str,
     return True
 
 
-def _train_epoch(objective: Objective, runs: Sequence[Run], epoch: int, cfg: TrainConfig, device: torch.device,
-                 replica: Any, quiet: bool) -> Tuple[Dict[str, torch.Tensor], int, float]:
-    """One epoch of optimiser steps of the K runs (`train_step`): (the logged parts and loss summed over the
-    epoch's steps, float64 (K,) on the device, read once an epoch; the number of steps; the loop's seconds)."""
-    K = len(runs)
+def _train_epoch(objective: Objective, r: Run, epoch: int, cfg: TrainConfig, device: torch.device, replica: Any,
+                 quiet: bool) -> Tuple[Dict[str, torch.Tensor], int, float]:
+    """One epoch of optimiser steps (`train_step`): (the logged parts and loss summed over the epoch's steps, float64
+    on the device, read once an epoch; the number of steps; the loop's seconds)."""
     t0 = time.perf_counter()
-    sums: Dict[str, torch.Tensor] = {}  # float64 on the device: read once an epoch, not once a step
+    sums: Dict[str, torch.Tensor] = {}
     n_batches = 0
-    batches = zip(*(r.loader.batches(epoch, with_index=True) for r in runs))
-    bar = tqdm(batches, total=len(runs[0].loader), desc=f"epoch {epoch + 1}/{cfg.epochs}"
-               + (f" x{K}" if K > 1 else ""), disable=quiet, leave=False, mininterval=1.0)
+    bar = tqdm(r.loader.batches(epoch, with_index=True), total=len(r.loader), desc=f"epoch {epoch + 1}/{cfg.epochs}",
+               disable=quiet, leave=False, mininterval=1.0)
     for batch in bar:
-        logged = train_step(objective, runs, batch, epoch, device, cfg.clip, replica, n_batches)
+        logged = train_step(objective, r, batch, epoch, device, cfg.clip, replica, n_batches)
         n_batches += 1
         for key, v in logged.items():
             sums[key] = sums[key] + v if key in sums else v
         if not quiet and n_batches % 20 == 0:
-            bar.set_postfix(loss=f"{sums['loss'].mean().item() / n_batches:.4f}")
+            bar.set_postfix(loss=f"{sums['loss'].item() / n_batches:.4f}")
     return sums, n_batches, time.perf_counter() - t0
 
 
-def _score_and_save(runs: Sequence[Run], sums: Dict[str, torch.Tensor], n_batches: int, train_time: float,
-                    epoch: int, device: torch.device, world: int, rank: int, sel: str) -> None:
-    """After an epoch, each run's history row (mean train_* losses, over the processes under torchrun; the scores on
+def _score_and_save(r: Run, sums: Dict[str, torch.Tensor], n_batches: int, train_time: float, epoch: int,
+                    device: torch.device, world: int, rank: int, sel: str) -> None:
+    """After an epoch, the run's history row (mean train_* losses, over the processes under torchrun; the scores on
     its evaluation loaders; lr and seconds), then (rank 0) best.pt where the selection metric improved and last.pt."""
-    K = len(runs)
-    per_run = {key: v.tolist() for key, v in sums.items()}
-    for k, r in enumerate(runs):
-        s = {key: v[k] for key, v in per_run.items()}
-        if world > 1:  # mean over the processes of their mean losses (equal slices)
-            keys = list(s)  # the same order on every process (same objective)
-            tot = runtime.all_reduce_sum(torch.tensor([s[key] for key in keys], dtype=torch.float64)) / world
-            s = dict(zip(keys, tot.tolist()))
-        row = {"epoch": epoch + 1, **{f"train_{key}": v / max(1, n_batches) for key, v in s.items()}}
-        t1 = time.perf_counter()
-        for name, loader in r.evals.items():
-            row.update({f"{name}_{key}": v for key, v in evaluate(r.model, loader, device).items()})
-        row.update(lr=r.opt.param_groups[0]["lr"], epoch_time_s=train_time / K,
-                   eval_time_s=time.perf_counter() - t1,
-                   img_per_s=n_batches * r.loader.batch_size / (train_time / K))
-        r.history.append(row)
-        improved = row[sel] > r.best
-        r.best = max(r.best, row[sel])
-        if r.out_dir and rank == 0:
-            weights = {"model": r.model.state_dict(), "epoch": epoch + 1, sel: row[sel]}
-            if improved:
-                save_atomic(weights, os.path.join(r.out_dir, "best.pt"))
-            save_atomic({**weights, "optimizer": r.opt.state_dict(), "scheduler": r.sched.state_dict(),
-                         "rng": _rng_state() if K == 1 else r.rng, "best": r.best, "history": r.history,
-                         "run_id": r.run_id}, r.last_path)
+    s = {key: float(v) for key, v in sums.items()}
+    if world > 1:  # mean over the processes of their mean losses (equal slices)
+        keys = list(s)  # the same order on every process (same objective)
+        tot = runtime.all_reduce_sum(torch.tensor([s[key] for key in keys], dtype=torch.float64)) / world
+        s = dict(zip(keys, tot.tolist()))
+    row = {"epoch": epoch + 1, **{f"train_{key}": v / max(1, n_batches) for key, v in s.items()}}
+    t1 = time.perf_counter()
+    for name, loader in r.evals.items():
+        row.update({f"{name}_{key}": v for key, v in evaluate(r.model, loader, device).items()})
+    row.update(lr=r.opt.param_groups[0]["lr"], epoch_time_s=train_time, eval_time_s=time.perf_counter() - t1,
+               img_per_s=n_batches * r.loader.batch_size / train_time)
+    r.history.append(row)
+    improved = row[sel] > r.best
+    r.best = max(r.best, row[sel])
+    if r.out_dir and rank == 0:
+        weights = {"model": r.model.state_dict(), "epoch": epoch + 1, sel: row[sel]}
+        if improved:
+            save_atomic(weights, os.path.join(r.out_dir, "best.pt"))
+        save_atomic({**weights, "optimizer": r.opt.state_dict(), "scheduler": r.sched.state_dict(),
+                     "rng": _rng_state(), "best": r.best, "history": r.history, "run_id": r.run_id}, r.last_path)
 
 
-def _print_epoch(runs: Sequence[Run], epoch: int, cfg: TrainConfig, sel: str, train_time: float) -> None:
-    """One line per run: its epoch's losses and selection Acc@1 (and, outside papermill, the loop's seconds)."""
-    K = len(runs)
-    for r in runs:
-        row = r.history[-1]
-        extra = "  ".join(f"{k[6:]} {v:.4f}" for k, v in row.items() if k.startswith("train_") and k != "train_loss")
-        print((f"{r.out_dir or f'model {runs.index(r)}'}: " if K > 1 else "")
-              + f"epoch {epoch + 1}/{cfg.epochs}  loss {row['train_loss']:.4f}  {extra}  {cfg.select_on} acc@1 "
-              f"{row[sel]:.4f}" + (f"  ({train_time:.0f}s, {row['img_per_s']:.0f} img/s)" if not in_notebook_run()
-                                   else ""),
-              flush=True)  # under papermill the times go to history.csv / timing.json only: a rerun that changes
-                           # no result leaves the executed notebook byte-identical
-
-
-def _batched_objective(objective: Objective, runs: Sequence[Run], step: Sequence[Tuple[torch.Tensor, ...]],
-                       epoch: int, device: torch.device) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
-    """The objective of K models on their K batches at once: (K losses, {part: K values}) under torch.func.vmap."""
-    x = torch.stack([s[0] for s in step]).to(device, non_blocking=True)
-    y = torch.stack([s[1] for s in step]).to(device, non_blocking=True)
-    idx = torch.stack([s[2] for s in step])
-    template = runs[0].model
-    params = {n: torch.stack([r.named[n] for r in runs]) for n in runs[0].named}  # differentiable: grads reach
-    buffers = {n: torch.stack([r.buffers[n] for r in runs]) for n in runs[0].buffers}  # each model's own .grad
-
-    def one(p: Dict[str, torch.Tensor], b: Dict[str, torch.Tensor], xk: torch.Tensor, yk: torch.Tensor,
-            ik: torch.Tensor) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
-        return objective(OneOfMany(template, p, b), xk, yk, epoch, ik)
-
-    # the explicit softmax attention, never the fused kernel: the fused kernel's backward fails under vmap on CUDA
-    # ("LSE is not correctly aligned"); the template's own setting is restored for its evaluation
-    fused = [(m, m.fused) for m in template.modules() if hasattr(m, "fused")]
-    try:
-        for m, _ in fused:
-            m.fused = False
-        with autocast(device):
-            return torch.func.vmap(one)(params, buffers, x, y, idx)
-    finally:
-        for m, f in fused:
-            m.fused = f
+def _print_epoch(r: Run, epoch: int, cfg: TrainConfig, sel: str, train_time: float) -> None:
+    """One line: the epoch's losses and selection Acc@1 (and, outside papermill, the loop's seconds: under papermill
+    the times go to history.csv only, so a rerun that changes no result leaves the executed notebook byte-identical)."""
+    row = r.history[-1]
+    extra = "  ".join(f"{k[6:]} {v:.4f}" for k, v in row.items() if k.startswith("train_") and k != "train_loss")
+    print(f"epoch {epoch + 1}/{cfg.epochs}  loss {row['train_loss']:.4f}  {extra}  {cfg.select_on} acc@1 {row[sel]:.4f}"
+          + (f"  ({train_time:.0f}s, {row['img_per_s']:.0f} img/s)" if not in_notebook_run() else ""), flush=True)

@@ -68,11 +68,8 @@ def v2_sources(plan_file: str = "params.yaml") -> Tuple[Dict[str, Dict[str, Any]
                                      f"odevit.hub.TAGS ({sorted(t for t, v in TAGS.items() if v[2] == V2)})")
         ms = {x: pipeline.read_json(f) for x, f in files.items()}
         seed = max(seeds, key=lambda x: (ms[x]["val_acc1"], -seeds.index(x)))
-        m, c = ms[seed], pipeline.cell_of(p, study, cell)
-        pipeline.teacher_weights(c.teacher, c.checkpoint)
-        b = dataclasses.replace(p.base, seed=seed)
-        model = pipeline.build_cell(pipeline.load_teacher(b, p.teacher_cfg, torch.device("cpu"), c.checkpoint),
-                                    c.distill, c.free)  # as train_cell builds it
+        m, c = ms[seed], pipeline.cell_of(p, study, cell).build(p, [seed])  # the model as train_cell builds it
+        b, model = dataclasses.replace(p.base, seed=seed), c.models[0]
         out[tag] = dict(kind="free" if c.free else "student",
                         checkpoint=f"{pipeline.CKPTS}/{study}/{cell}/s{seed}/best.pt", metrics=files[seed],
                         builder="odevit.ODEViT", model_kwargs=pipeline.arch_kwargs(model), cell=cell, seed=seed,
