@@ -52,7 +52,7 @@ def _cell(K: int, steps: int, device: torch.device):
     of 128 training images, and its distillation objective on the teacher's cached CLS states."""
     p = fast.Plan()
     b0 = dataclasses.replace(p.base, precision="fp32")
-    c = pipeline.cell_of(p, "v2_10k", "ref").build(p, list(range(K)), device)
+    c = pipeline.build(fast.cell_of(p, "v2_10k", "ref"), p, list(range(K)), device)
     loaders, _, _ = fast._loaders(b0, steps * b0.batch_size, list(range(K)))
     full = fast.in_order(loaders[0], 512)
     cache = pipeline.teacher_cls_cache(c.teachers[0], full, device).to(device)
@@ -74,7 +74,7 @@ def cpu(steps: int = 12, K: int = 2, repeats: int = 2) -> dict:
                                device="cpu")
         times["plain"].append(sum(train.fit(m, l, va_small, obj, tc)[0]["epoch_time_s"]
                                   for m, l in zip(c.models, loaders)))
-        c = pipeline.cell_of(p, "v2_10k", "ref").build(p, list(range(K)), dev)  # the same initial models again
+        c = pipeline.build(fast.cell_of(p, "v2_10k", "ref"), p, list(range(K)), dev)  # the same initial models again
         g = fast.new_group(c.models, fast.Optim(d.lr, d.weight_decay, d.warmup, d.clip, 1), len(loaders[0]), dev)
         fast.fit(g, lambda key: obj, loaders, fast.Data.of(full, dev), fast.Data.of(va_small, dev), [None] * K, dev,
                  lambda e, b: 0, graphs=False)

@@ -1,4 +1,4 @@
-"""Typed stage configs parsed from params.yaml blocks; a bad key or value stops a stage at once with one line.
+"""Typed configs from params.yaml (a bad key or value stops a stage at once, with one line); the plan's cells as configs.
 
 Each notebook does `cfg = config.load("distill", distill)`, where papermill injected the block as a dict
 (or None when run by hand: then the block is read from params.yaml).
@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Union, get_args, get_origin, get_type_hints
+from typing import Any, Dict, List, Optional, Sequence, Union, get_args, get_origin, get_type_hints
 
 import yaml
 
@@ -413,6 +413,73 @@ SWITCH_KEYS = ("solver", "norm", "spectral_init_qkv", "dropout", "jasmin_weight"
                "mse_weight", "mse_tokens", "ce_weight", "ce_from_epoch", "unfreeze_head_at", "attn_l1_weight",
                "head_norm", "freeze", "label_smoothing", "cycles", "warmup", "tau", "schedule", "distance_tokens",
                "schedule_points", "jasmin_maps_from", "attn_maps_after_dropout")
+
+
+# --- the plan's cells as configs, read from params.yaml and the teacher's committed files -----------------------------
+
+RESULTS, CKPTS = "results/v2", "checkpoints/v2"
+KEPT_TEACHER = "weights/v2_teacher/best.pt"  # the selected v2 teacher's best.pt, in git (selected.json: its sha256)
+WEAK = f"{RESULTS}/teacher_weak"  # the weak teacher (params.yaml teacher.weak): selected.json, distances.csv
+
+
+def tau_by_rule(distances: Sequence[float], ratio: float) -> float:
+    """Plan v2's tau: ratio x the span of the teacher's distances (the paper's 30 / 49)."""
+    span = max(distances) - min(distances)
+    if span <= 0:
+        raise ValueError(f"tau rule: the teacher's distances {list(distances)} have no span")
+    return ratio * span
+
+
+class Plan:
+    """One plan of params.yaml (v2, or v3 with v2's teacher) as the driver needs it: configs per study and cell, seeds, budgets, the teacher recipe, hashes."""
+
+    def __init__(self, path: str = "params.yaml", version: int = 2):
+        self.path, self.version, self.plan = path, version, plan_mod.load(path, version)
+        self.results = plan_mod.RESULTS_OF[version]  # the plan's runs; the teacher's stay in RESULTS (plan v2's)
+        self.ckpts = f"checkpoints/v{version}"
+        cfg = check_stage("cell", path)
+        r = self.plan["rules"]
+        self.base = merged(cfg["base"], precision=r["precision"])
+        self.teacher_cfg = merged(cfg["teacher"], **{k: v for k, v in self.plan["teacher"].items()
+                                                              if k in plan_mod.TEACHER_KEYS})
+        self.distill = cfg["distill"]
+        self.optim = dict(floor=float(r["schedule"]["lr_floor"]), floor_frac=float(r["schedule"]["floor_frac"]))
+
+    def hash(self, study: Optional[str]) -> str:
+        return plan_mod.study_hash(self.plan, study)
+
+
+@dataclass
+class Cell:
+    """One plan cell as the trainer builds it: its distill config (the study's budget and the cell's overrides, tau by
+    the rule from its teacher's distances), whether it is the free ODE, its teacher (committed files only), and, once
+    built (pipeline.build), per seed the teacher loaded and the cell's model as initialised under that seed."""
+    distill: Any
+    free: bool
+    teacher: str  # 'strong' (the plan's teacher) | 'weak' (plan 1's 3-epoch teacher); free cells too ('strong')
+    checkpoint: str  # the teacher's checkpoint folder (its best.pt: `teacher_weights`)
+    distances: List[float]
+    sha256: str
+    teachers: List[Any] = field(default_factory=list)  # nn.Module per seed
+    models: List[Any] = field(default_factory=list)  # ODEViT per seed
+
+
+def cell_of(p: Plan, study: str, cell: str) -> Cell:
+    """The cell's configuration, read from the plan and the committed teacher files; nothing is built or trained."""
+    s = p.plan["studies"][study]
+    ov = s["cells"][cell] or {}
+    free, which = bool(ov.get("free", False)), ov.get("teacher", "strong")
+    folder = WEAK if which == "weak" else f"{RESULTS}/teacher"
+    import json
+
+    import pandas as pd
+
+    sel = json.load(open(f"{folder}/selected.json"))
+    dist = pd.read_csv(f"{folder}/distances.csv")["distance"].tolist()
+    ck = "checkpoints/v2/teacher_weak" if which == "weak" else f"{CKPTS}/teacher/s{sel['seed']}"
+    d = cell_distill(p.distill, ov, s["budget"]["epochs"], epochs=s["budget"]["epochs"], patience=0,
+                            tau=tau_by_rule(dist, float(p.plan["rules"]["tau_rule"]["ratio"])))
+    return Cell(d, free, which, ck, dist, sel["sha256"])
 
 
 if __name__ == "__main__":  # python -m odevit.repro.config STAGE: validate before any work (the notebook runner does it)

@@ -26,7 +26,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .pipeline import CKPTS, RESULTS, Plan, cell_of, tau_by_rule
+from .config import CKPTS, RESULTS, Plan, cell_of, tau_by_rule
 from .train import OneOfMany, load_checkpoint, save_atomic
 
 Objective = Callable[..., Tuple[torch.Tensor, Dict[str, torch.Tensor]]]
@@ -697,7 +697,7 @@ def train_cell(p: Plan, study: str, cell: str, device: torch.device, graphs: boo
         return True
     if p.plan["rules"].get("machine") == "one_type_per_study":
         bind_machine(f"{root}/{study}", device_kind(device), study)
-    c.build(p, seeds, device)  # every seed's teacher and initial model
+    pipeline.build(c, p, seeds, device)  # every seed's teacher and initial model
     limit = s["budget"]["train_limit"]
     loaders, va, te = _loaders(p.base, limit, seeds)
     train.set_precision(p.base.precision)

@@ -1,4 +1,4 @@
-"""What a run is made of: the plan's cells as configs, the teacher's committed files, loaders, models, objectives.
+"""What a run is made of: the teacher's committed files, loaders, a plan cell's models, objectives.
 
 Both trainers build from here: the notebooks' (odevit.repro.fast, K seeds stacked) and the plain loop (odevit.repro.train,
 one model, `torchrun -m odevit.repro.pipeline 02_teacher | 04_distill` at the bottom of this file, data-parallel).
@@ -6,20 +6,18 @@ one model, `torchrun -m odevit.repro.pipeline 02_teacher | 04_distill` at the bo
 from __future__ import annotations
 
 import dataclasses
-import json
-from dataclasses import dataclass
 import os
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-import pandas as pd
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from . import config, data, runtime, train
+from . import data, runtime, train
 from .files import read_json, save_figure, write_csv, write_json  # noqa: F401  (the stages call pipeline.write_json, ...)
-from .config import TEACHER_SHAPE, Base, ConfigError, Distill, Optim, Scratch, Teacher, resolve_teacher
+from .config import (KEPT_TEACHER, RESULTS, TEACHER_SHAPE, WEAK, Base, Cell, ConfigError, Distill, Optim, Plan, Scratch,
+                     Teacher, resolve_teacher)
 from ..losses import TermInputs, active_terms, jasmin, weighted_sum, wider_than_cls
 from ..model import ODEViT
 from ..schedule import checkpoint_indices, layer_distances
@@ -329,84 +327,20 @@ def load_teacher(b: Base, t: Teacher, device: torch.device, ckpt: str) -> nn.Mod
 
 
 
-# --- the plan's cells as the trainers build them: configs, the teacher's committed files --------------------------
-
-RESULTS, CKPTS = "results/v2", "checkpoints/v2"
-KEPT_TEACHER = "weights/v2_teacher/best.pt"  # the selected v2 teacher's best.pt, in git (selected.json: its sha256)
-WEAK = f"{RESULTS}/teacher_weak"  # the weak teacher (params.yaml teacher.weak): selected.json, distances.csv
+# --- a plan cell's models (its configuration: config.cell_of) ------------------------------------------------------
 
 
-def tau_by_rule(distances: Sequence[float], ratio: float) -> float:
-    """Plan v2's tau: ratio x the span of the teacher's distances (the paper's 30 / 49)."""
-    span = max(distances) - min(distances)
-    if span <= 0:
-        raise ValueError(f"tau rule: the teacher's distances {list(distances)} have no span")
-    return ratio * span
-
-
-class Plan:
-    """One plan of params.yaml (v2, or v3 with v2's teacher) as the driver needs it: configs per study and cell, seeds, budgets, the teacher recipe, hashes."""
-
-    def __init__(self, path: str = "params.yaml", version: int = 2):
-        from . import plan as plan_mod
-
-        self.path, self.version, self.plan = path, version, plan_mod.load(path, version)
-        self.results = plan_mod.RESULTS_OF[version]  # the plan's runs; the teacher's stay in RESULTS (plan v2's)
-        self.ckpts = f"checkpoints/v{version}"
-        cfg = config.check_stage("cell", path)
-        r = self.plan["rules"]
-        self.base = config.merged(cfg["base"], precision=r["precision"])
-        self.teacher_cfg = config.merged(cfg["teacher"], **{k: v for k, v in self.plan["teacher"].items()
-                                                              if k in plan_mod.TEACHER_KEYS})
-        self.distill = cfg["distill"]
-        self.optim = dict(floor=float(r["schedule"]["lr_floor"]), floor_frac=float(r["schedule"]["floor_frac"]))
-
-    def hash(self, study: Optional[str]) -> str:
-        from .plan import study_hash
-
-        return study_hash(self.plan, study)
-
-
-@dataclass
-class Cell:
-    """One plan cell as the trainer builds it: its distill config (the study's budget and the cell's overrides, tau by
-    the rule from its teacher's distances), whether it is the free ODE, its teacher (committed files only), and, once
-    built, per seed the teacher loaded and the cell's model as initialised under that seed."""
-    distill: Any
-    free: bool
-    teacher: str  # 'strong' (the plan's teacher) | 'weak' (plan 1's 3-epoch teacher); free cells too ('strong')
-    checkpoint: str  # the teacher's checkpoint folder (its best.pt: `teacher_weights`)
-    distances: List[float]
-    sha256: str
-    teachers: List[nn.Module] = dataclasses.field(default_factory=list)
-    models: List[ODEViT] = dataclasses.field(default_factory=list)
-
-    def build(self, p: Plan, seeds: Sequence[int], device: Any = "cpu") -> "Cell":
-        """For each seed, its teacher and the cell's model on `device`: seed everything, build the teacher (it draws
-        from the RNG), then the student (or the free ODE of its architecture). Only for a cell that trains: building
-        every cell's models up front made a reuse-only `fast --dry` take 9.5 min instead of 20 s (2-core CPU)."""
-        teacher_weights(self.teacher, self.checkpoint)
-        for x in seeds:
-            b = dataclasses.replace(p.base, seed=int(x))
-            setup(b)
-            self.teachers.append(load_teacher(b, p.teacher_cfg, device, self.checkpoint))
-            self.models.append(build_free(self.teachers[-1], self.distill) if self.free
-                               else build_student(self.teachers[-1], self.distill))
-        return self
-
-
-def cell_of(p: Plan, study: str, cell: str) -> Cell:
-    """The cell's configuration, read from the plan and the committed teacher files; nothing is built or trained."""
-    s = p.plan["studies"][study]
-    ov = s["cells"][cell] or {}
-    free, which = bool(ov.get("free", False)), ov.get("teacher", "strong")
-    folder = WEAK if which == "weak" else f"{RESULTS}/teacher"
-    sel = json.load(open(f"{folder}/selected.json"))
-    dist = pd.read_csv(f"{folder}/distances.csv")["distance"].tolist()
-    ck = "checkpoints/v2/teacher_weak" if which == "weak" else f"{CKPTS}/teacher/s{sel['seed']}"
-    d = config.cell_distill(p.distill, ov, s["budget"]["epochs"], epochs=s["budget"]["epochs"], patience=0,
-                            tau=tau_by_rule(dist, float(p.plan["rules"]["tau_rule"]["ratio"])))
-    return Cell(d, free, which, ck, dist, sel["sha256"])
+def build(c: Cell, p: Plan, seeds: Sequence[int], device: Any = "cpu") -> Cell:
+    """For each seed, its teacher and the cell's model on `device` (into `c.teachers`, `c.models`): seed everything,
+    build the teacher (it draws from the RNG), then the student (or the free ODE of its architecture). Only for a cell
+    that trains: building every cell's models up front made a reuse-only `fast --dry` take 9.5 min instead of 20 s."""
+    teacher_weights(c.teacher, c.checkpoint)
+    for x in seeds:
+        b = dataclasses.replace(p.base, seed=int(x))
+        setup(b)
+        c.teachers.append(load_teacher(b, p.teacher_cfg, device, c.checkpoint))
+        c.models.append(build_free(c.teachers[-1], c.distill) if c.free else build_student(c.teachers[-1], c.distill))
+    return c
 
 
 def teacher_weights(which: str, ck: str) -> None:

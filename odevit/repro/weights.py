@@ -37,27 +37,27 @@ def v2_sources(plan_file: str = "params.yaml") -> Tuple[Dict[str, Dict[str, Any]
     def selection(seeds: List[int], ms: Dict[int, Dict[str, Any]]) -> str:
         return (f"best validation Acc@1 of seeds {seeds} (ties: the first in the plan's order): "
                 + ", ".join(f"s{s} {100 * m['val_acc1']:.2f}" for s, m in ms.items()))
-    p = pipeline.Plan(plan_file)
-    selected = f"{pipeline.RESULTS}/teacher/selected.json"
+    p = config.Plan(plan_file)
+    selected = f"{config.RESULTS}/teacher/selected.json"
     if not os.path.isfile(selected):
         raise FileNotFoundError(f"{selected}: missing (the plan's teacher is not trained and selected yet: dvc repro 02_teacher)")
     sel = pipeline.read_json(selected)
     seed = int(sel["seed"])
-    if not os.path.isfile(pipeline.KEPT_TEACHER) or sha256(pipeline.KEPT_TEACHER) != sel["sha256"]:
-        raise WeightsError(f"{pipeline.KEPT_TEACHER}: missing or not the selected teacher's weights "
+    if not os.path.isfile(config.KEPT_TEACHER) or sha256(config.KEPT_TEACHER) != sel["sha256"]:
+        raise WeightsError(f"{config.KEPT_TEACHER}: missing or not the selected teacher's weights "
                            f"(sha256 {sel['sha256']}, {selected})")
     seeds = [int(s) for s in p.plan["teacher"]["seeds"]]
-    runs = {s: pipeline.read_json(f"{pipeline.RESULTS}/teacher/s{s}/metrics.json") for s in seeds}
+    runs = {s: pipeline.read_json(f"{config.RESULTS}/teacher/s{s}/metrics.json") for s in seeds}
     b, tc = dataclasses.replace(p.base, seed=seed), p.teacher_cfg
     out = {f"{TEACHER_ARCH}.fmnist_v2": dict(
-        kind="teacher", checkpoint=pipeline.KEPT_TEACHER, metrics=f"{pipeline.RESULTS}/teacher/s{seed}/metrics.json",
+        kind="teacher", checkpoint=config.KEPT_TEACHER, metrics=f"{config.RESULTS}/teacher/s{seed}/metrics.json",
         builder=tc.name or pipeline.GENERIC_VIT, model_kwargs=pipeline.teacher_kwargs(b, tc), cell=None, seed=seed,
         study=None, plan_hash=runs[seed].get("plan_hash"), selection=selection(seeds, runs), data=_data_spec(b, seed))}
     pending: Dict[str, str] = {}
     for i, r in enumerate(p.plan.get("publish") or []):
         tag, study, cell = r["tag"], r["study"], r["cell"]
         seeds = [int(x) for x in p.plan["studies"][study]["seeds"]]
-        files = {x: f"{pipeline.RESULTS}/{study}/{cell}/s{x}/metrics.json" for x in seeds}
+        files = {x: f"{config.RESULTS}/{study}/{cell}/s{x}/metrics.json" for x in seeds}
         todo = [x for x, f in files.items() if not os.path.isfile(f)]
         if todo:
             pending[tag] = (f"{study}/{cell}: none of its seeds {seeds} finished" if len(todo) == len(seeds) else
@@ -68,10 +68,10 @@ def v2_sources(plan_file: str = "params.yaml") -> Tuple[Dict[str, Dict[str, Any]
                                      f"odevit.hub.TAGS ({sorted(t for t, v in TAGS.items() if v[2] == V2)})")
         ms = {x: pipeline.read_json(f) for x, f in files.items()}
         seed = max(seeds, key=lambda x: (ms[x]["val_acc1"], -seeds.index(x)))
-        m, c = ms[seed], pipeline.cell_of(p, study, cell).build(p, [seed])  # the model as train_cell builds it
+        m, c = ms[seed], pipeline.build(config.cell_of(p, study, cell), p, [seed])  # the model as train_cell builds it
         b, model = dataclasses.replace(p.base, seed=seed), c.models[0]
         out[tag] = dict(kind="free" if c.free else "student",
-                        checkpoint=f"{pipeline.CKPTS}/{study}/{cell}/s{seed}/best.pt", metrics=files[seed],
+                        checkpoint=f"{config.CKPTS}/{study}/{cell}/s{seed}/best.pt", metrics=files[seed],
                         builder="odevit.ODEViT", model_kwargs=pipeline.arch_kwargs(model), cell=cell, seed=seed,
                         study=study, plan_hash=m.get("plan_hash"), selection=selection(seeds, ms), seeds_compared=seeds,
                         val_acc1=m["val_acc1"], epochs_run=m.get("epochs_run"),
