@@ -2,6 +2,7 @@
 
     python benchmarks/bench.py cpu          # side by side in one process: K plain runs (train.fit) vs K stacked (fast.fit)
     python benchmarks/bench.py gpu-record   # the GPU's cell groups of plan v2, from the runs' own histories
+    python benchmarks/bench.py compute      # what every committed run of plans v2 and v3 took, by machine kind
     python benchmarks/bench.py profile      # one fast-path step at K = 8, 16, 32 seeds on this machine's device
 
 Each writes its record under results/bench (machine and date in it).
@@ -45,6 +46,24 @@ def gpu_record(results: str = "results/v2") -> pd.DataFrame:
                          img_per_s=round(float(h.img_per_s.median())), loop_s=round(float(h.epoch_time_s.sum()) * K, 1),
                          eval_s=round(float(h.eval_time_s.sum()) * K, 1)))
     return pd.DataFrame(rows)
+
+
+def compute(root: str = ".") -> pd.DataFrame:
+    """What the committed runs of plans v2 (with its teacher) and v3 took, from their own records: per plan and
+    machine kind (provenance.device), the groups (a cell's seeds, trained stacked), the runs and the hours of training
+    loops and evaluation (history.csv's epoch_time_s + eval_time_s over epochs, resumes and seeds: each seed of a
+    group records its 1/K share). Reruns outside the plans (results/v2_cpu) are not counted."""
+    rows = []
+    for f in sorted(glob.glob(os.path.join(root, "results/v[23]/*/*/s*/metrics.json"))
+                    + glob.glob(os.path.join(root, "results/v2/teacher/s*/metrics.json"))):
+        parts = os.path.relpath(f, root).split(os.sep)
+        h = pd.read_csv(os.path.join(os.path.dirname(f), "history.csv"))
+        rows.append({"plan": parts[1], "group": "/".join(parts[2:-2]),
+                     "machine": json.load(open(f))["provenance"]["device"],
+                     "seconds": float((h.epoch_time_s + h.get("eval_time_s", 0.0)).sum())})
+    by = pd.DataFrame(rows, columns=["plan", "group", "machine", "seconds"]).groupby(["plan", "machine"])
+    return pd.DataFrame({"groups": by.group.nunique(), "runs": by.size(),
+                         "hours": (by.seconds.sum() / 3600).round(2)}).reset_index()
 
 
 def _cell(K: int, steps: int, device: torch.device):
@@ -135,7 +154,7 @@ def _write(path: str, text: str) -> None:
 
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description="Measure the fast path; the record goes under results/bench")
-    ap.add_argument("what", choices=["cpu", "gpu-record", "profile"])
+    ap.add_argument("what", choices=["cpu", "gpu-record", "compute", "profile"])
     ap.add_argument("--K", type=int, nargs="*", default=[8, 16, 32], help="profile: the seed counts")
     a = ap.parse_args(argv)
     os.makedirs(OUT, exist_ok=True)
@@ -148,6 +167,14 @@ def main(argv: Optional[List[str]] = None) -> int:
                "loop's, all K seeds counted (median over epochs).\n\n" + t.to_markdown(index=False) + "\n\n"
                f"Training images in all: {int((t.img_per_s * t.loop_s).sum()):,} (images/s x loop seconds); "
                f"training loops {t.loop_s.sum():.0f} s, evaluation {t.eval_s.sum():.0f} s.\n")
+    elif a.what == "compute":
+        _write(os.path.join(OUT, "compute.md"),
+               "# What the committed runs took, by plan and machine (from their own histories)\n\n"
+               "`python benchmarks/bench.py compute`: per plan (v2 with its teacher; v3) and machine kind, the groups "
+               "(a cell's seeds, trained stacked), the runs and the hours of training loops and per-epoch evaluation "
+               "(history.csv's epoch_time_s + eval_time_s, over every epoch, resume and seed). Reruns outside the "
+               "plans (results/v2_cpu) are not counted.\n\n"
+               + compute().assign(hours=lambda t: t.hours.map("{:.2f} h".format)).to_markdown(index=False) + "\n")
     elif a.what == "profile":
         t = profile(a.K)
         kind = "gpu" if "CPU" not in t.device.iloc[0] else "cpu"

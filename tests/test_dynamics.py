@@ -331,3 +331,28 @@ def test_point_biserial_and_auc_by_hand():
     assert A.auc([1, 2, 3, 4], [True, True, False, False]) == 0.0
     assert A.auc([1, 1, 1, 1], [True, False, True, False]) == 0.5
     assert math.isnan(A.auc([1, 2], [True, True]))
+
+
+def test_stable_rounds_to_significant_digits_everywhere():
+    """A.stable: 4 significant digits, correctly rounded, through every container 06_dynamics writes or draws."""
+    import pandas as pd
+    assert A.stable(0.123456) == 0.1235 and A.stable(-98765.4) == -98770.0 and A.stable(2.794429809e-10) == 2.794e-10
+    assert A.stable(0.0) == 0.0 and math.isnan(A.stable(math.nan)) and A.stable(math.inf) == math.inf
+    assert A.stable(7) == 7 and A.stable(True) is True and A.stable("euler") == "euler" and A.stable(None) is None
+    df = pd.DataFrame({"seed": [1, 2], "series": ["a", "b"], "v": [0.331093358, 1.0e-6 + 3.3e-13]})
+    t, (arr, d) = A.stable((df, (np.array([[1.23456, -0.000987654]]), {"k": [np.float32(3.14159)]})))
+    assert list(t.seed) == [1, 2] and list(t.series) == ["a", "b"] and list(t.v) == [0.3311, 1.0e-6]
+    np.testing.assert_array_equal(arr, [[1.235, -0.0009877]])
+    assert d == {"k": [3.142]}
+    ten = A.stable(torch.tensor([0.123456, 2.0], dtype=torch.float32))
+    assert ten.dtype == torch.float32 and torch.equal(ten, torch.tensor([0.1235, 2.0], dtype=torch.float32))
+    assert torch.equal(A.stable(torch.tensor([3, 4])), torch.tensor([3, 4]))  # integers as they are
+
+
+def test_stable_removes_float_noise_and_keeps_real_differences():
+    """The committed 06_dynamics metrics made on an Intel and on an AMD CPU (commit 461fe20) differed by up to 5e-7
+    relative: after A.stable they are equal; a difference in the 4th significant digit still shows."""
+    intel = {"student_rel_mean": 0.3309335857629776, "p_value": 2.794429809120851e-10, "ci_high": 0.0036289997542614224}
+    amd = {"student_rel_mean": 0.3309335758288701, "p_value": 2.794431203675954e-10, "ci_high": 0.0036289922642225476}
+    assert intel != amd and A.stable(intel) == A.stable(amd)
+    assert A.stable(0.3309) != A.stable(0.3310) and A.stable({"x": 1.234e-3}) != A.stable({"x": 1.235e-3})

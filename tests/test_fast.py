@@ -1,6 +1,7 @@
 """The fast path (odevit/repro/fast.py): on the CPU its K stacked seeds compute what K separate runs of the plain
 path (`train.fit`) compute, to floating-point rounding; its schedule, convergence rule, augmentation and evaluation
 against hand-computed cases."""
+import json
 import math
 import os
 import sys
@@ -328,3 +329,35 @@ def test_the_gpu_record_is_what_the_runs_histories_give():
 
     table = bench.gpu_record(str(ROOT / "results/v2")).to_markdown(index=False)
     assert table in (ROOT / "results/bench/fast_v2_gpu.md").read_text()
+
+
+def test_compute_sums_every_runs_history_by_plan_and_machine(tmp_path):
+    """bench.compute: the time = the sum of epoch_time_s + eval_time_s over every run's epochs (each seed of a stacked
+    group records its share), grouped by plan and machine; reruns outside the plans (results/v2_cpu) left out; and
+    results/bench/compute.md's v2 rows (plan v2 is finished) are what the committed runs give."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench
+
+    def run(rel, device, times, evals=None):
+        d = tmp_path / rel
+        d.mkdir(parents=True)
+        (d / "metrics.json").write_text(json.dumps({"provenance": {"device": device}}))
+        cols = "epoch,epoch_time_s" + (",eval_time_s" if evals else "")
+        lines = [f"{i},{t}" + (f",{evals[i]}" if evals else "") for i, t in enumerate(times)]
+        (d / "history.csv").write_text("\n".join([cols] + lines) + "\n")
+
+    run("results/v2/teacher/s1", "GPU", [1800.0, 1800.0], [0.0, 0.0])
+    run("results/v2/v2_1k/ref/s10", "GPU", [900.0], [900.0])
+    run("results/v2/v2_1k/ref/s11", "GPU", [1800.0], [0.0])
+    run("results/v3/v3_1k/free/s20", "CPU", [3600.0, 3600.0])  # no eval column: loops only
+    run("results/v3/v3_1k/free/s21", "other CPU", [360.0])
+    run("results/v2_cpu/v2_10k/ref/s30", "CPU", [99999.0])  # a rerun outside the plans
+    t = bench.compute(str(tmp_path)).set_index(["plan", "machine"])
+    assert t.loc[("v2", "GPU")].to_dict() == {"groups": 2, "runs": 3, "hours": 2.0}
+    assert t.loc[("v3", "CPU")].to_dict() == {"groups": 1, "runs": 1, "hours": 2.0}
+    assert t.loc[("v3", "other CPU")].hours == 0.1 and len(t) == 3
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in
+             (ROOT / "results/bench/compute.md").read_text().splitlines() if line.startswith("| v")]
+    v2 = bench.compute(str(ROOT)).query("plan == 'v2'")
+    assert len(v2) == 2 and all([r.plan, r.machine, str(r.groups), str(r.runs), f"{r.hours:.2f} h"] in cells
+                                for r in v2.itertuples(index=False))

@@ -293,6 +293,28 @@ def seed_key(seed: int) -> str:
     return f"seed{seed}"
 
 
+STABLE_DIGITS = 4  # what 06_dynamics writes and draws: float noise between CPU kinds (≤ 1e-6 relative) stays below it
+
+
+def stable(obj, digits: int = STABLE_DIGITS):
+    """`obj` with every float (in tuples, lists, dicts, DataFrames, arrays, tensors) rounded to `digits` significant
+    digits, in decimal: the same on every machine. 06_dynamics rounds each study's results with it before writing or
+    drawing them, so CPU kinds' float32 noise (AMD against Intel: up to 5e-7 relative) leaves its files identical."""
+    sig = np.vectorize(lambda v: float(f"{v:.{digits - 1}e}") if math.isfinite(v) and v != 0.0 else v, otypes=[float])
+    if isinstance(obj, (float, np.floating)):
+        return float(sig(float(obj)))
+    if isinstance(obj, (dict, list, tuple)):
+        items = [(k, stable(v, digits)) for k, v in (obj.items() if isinstance(obj, dict) else enumerate(obj))]
+        return dict(items) if isinstance(obj, dict) else type(obj)(v for _, v in items)
+    if isinstance(obj, pd.DataFrame):
+        return obj.apply(lambda c: c.map(lambda v: float(sig(v))) if pd.api.types.is_float_dtype(c) else c)
+    if isinstance(obj, torch.Tensor) and obj.is_floating_point():
+        return torch.from_numpy(stable(obj.detach().cpu().numpy(), digits)).to(obj.dtype)
+    if isinstance(obj, np.ndarray) and np.issubdtype(obj.dtype, np.floating):
+        return sig(obj.astype(np.float64)).astype(obj.dtype) if obj.size else obj
+    return obj  # bool, int, str, None, integer tensors: as they are
+
+
 @torch.no_grad()
 def lyapunov_table(model: ODEViT, loader: Iterable, device: torch.device) -> pd.DataFrame:
     """Per test image: label, prediction correct?, largest finite-time CLS exponent (`cls_lyapunov`)."""
