@@ -60,7 +60,7 @@ def compute(root: str = ".") -> pd.DataFrame:
         h = pd.read_csv(os.path.join(os.path.dirname(f), "history.csv"))
         rows.append({"plan": parts[1], "group": "/".join(parts[2:-2]),
                      "machine": json.load(open(f))["provenance"]["device"],
-                     "seconds": float((h.epoch_time_s + h.get("eval_time_s", 0.0)).sum())})
+                     "seconds": train.history_seconds(h.to_dict("records"))})
     by = pd.DataFrame(rows, columns=["plan", "group", "machine", "seconds"]).groupby(["plan", "machine"])
     return pd.DataFrame({"groups": by.group.nunique(), "runs": by.size(),
                          "hours": (by.seconds.sum() / 3600).round(2)}).reset_index()
