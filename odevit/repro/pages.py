@@ -306,11 +306,11 @@ def _blocking(learning: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     return [dict(cell=key, rows=n) for key, n in sorted(held.items(), key=lambda kv: -kv[1])]
 
 
-def v2_claims(root: str = ".") -> str:
-    """The README's claims table: the rows without a verdict and why, then per claim the paper's and our numbers."""
+def v2_claims(root: str = ".", decided: bool = False) -> str:
+    """Plan v2's claims with the paper's numbers and ours (docs/v2.md); `decided`: rows decided, why not (README)."""
     c = _read_claims(root)
     if c is None:
-        return fill("v2-claims", c=None)
+        return fill("v2-claims", c=None, decided=decided)
     c = c.set_index("question", drop=False)
     rows = [r.to_dict() for _, r in c.iterrows()]
     learning = [r for r in rows if r["verdict"].startswith("not converged")]
@@ -318,7 +318,7 @@ def v2_claims(root: str = ".") -> str:
     found = [f"{g['claim']}: " + ", ".join(f"{_short(r)} *{_word(r)}*" for r in g["rows"]
                                            if _word(r) in ("supports", "contradicts"))
              for g in groups if any(_word(r) in ("supports", "contradicts") for r in g["rows"])]
-    return fill("v2-claims", c=c, groups=groups, ours=_ours, found=found,
+    return fill("v2-claims", c=c, groups=groups, ours=_ours, found=found, decided=decided,
                 stem=lambda p: os.path.splitext(os.path.basename(p))[0],
                 test_alone={v: sum(r["verdict_test"] == v for r in learning)
                             for v in ("supports", "contradicts", "inconclusive")},
@@ -461,7 +461,7 @@ def cite(root: str = ".") -> str:
 
 SECTIONS: Dict[str, Callable[[str], str]] = {
     "weights-table": weights_table, "cite": cite, "module-map": module_map, "v2-claims": v2_claims, "v2-key": v2_key,
-    "v2-verdicts": v2_verdicts, "v3-claims": v3_claims, "v3-rows": v3_rows}
+    "v2-decided": lambda r: v2_claims(r, True), "v2-verdicts": v2_verdicts, "v3-claims": v3_claims, "v3-rows": v3_rows}
 
 PAGES = ("README.md", "docs/v2.md", "docs/v3.md", "docs/usage.md", "docs/pipeline.md")  # generated parts
 
