@@ -41,6 +41,7 @@ is consistent, one giving a third verdict is not).
 """
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import html.parser
 import json
@@ -64,7 +65,8 @@ SCOPES: List[Tuple[str, str, str]] = [
     ("README.md", "### Plan v2", "v2"),
     ("docs/v2.md", "", "v2"),           # every plan-v2 row
     ("docs/v3.md", "", "v3"),           # every plan-v3 row
-    ("outputs/0[2-57]_*.ipynb", "", "v2"),  # the notebooks that show the plan's rows (02-05, 07)
+    ("outputs/0[2-57]_*.ipynb", "", "v2"),  # the notebooks that show the plans' rows (02-05, 07): plan v2's first,
+    ("outputs/0[2-57]_*.ipynb", "## Plan v3", "v3"),  # then plan v3's, under their own heading
 ]
 # sections that state the verdicts of something other than a verdict file: (file glob, heading) -> why
 SKIPPED: Dict[Tuple[str, str], str] = {}
@@ -205,28 +207,33 @@ def statements(path: str, text: str, ids: set) -> Iterator[Statement]:
 
 
 def notebook_statements(path: str, nb: dict, ids: set) -> Iterator[Statement]:
-    """Every verdict statement of an executed notebook: markdown cells, markdown / HTML / stream outputs."""
+    """Every verdict statement of an executed notebook: markdown cells, markdown / HTML / stream outputs. A code
+    cell's outputs sit under the last heading of the markdown cells above it (`## Plan v3: ...` scopes plan v3)."""
+    heading = ""
     for c, cell in enumerate(nb.get("cells", [])):
         if cell["cell_type"] == "markdown":
-            for s in statements(f"{path}:cell{c}", "".join(cell["source"]), ids):
+            source = "".join(cell["source"])
+            for s in statements(f"{path}:cell{c}", source, ids):
                 yield s
+            heading = next((ln.strip() for ln in reversed(source.splitlines()) if ln.startswith("#")), heading)
             continue
         for o, out in enumerate(cell.get("outputs", [])):
             where = f"{path}:cell{c}:out{o}"
             data = out.get("data", {})
             if "text/markdown" in data:
-                yield from statements(where, "".join(data["text/markdown"]), ids)
+                for s in statements(where, "".join(data["text/markdown"]), ids):
+                    yield dataclasses.replace(s, section=" > ".join(h for h in (heading, s.section) if h))
             if "text/html" in data:
                 p = _Tables()
                 p.feed("".join(data["text/html"]))
                 for rows in p.tables:
                     for i, id_, v in _table_statements(rows, ids):
-                        yield Statement(f"{where}:row{i}", "", " | ".join(rows[i]), id_, v)
+                        yield Statement(f"{where}:row{i}", heading, " | ".join(rows[i]), id_, v)
             plain = "".join(out.get("text", [])) if out.get("output_type") == "stream" else (
                 "" if {"text/markdown", "text/html"} & set(data) else "".join(data.get("text/plain", [])))
             for n, line in enumerate(plain.split("\n"), 1):
                 for id_, v in _plain_statements(line, ids):
-                    yield Statement(f"{where}:line{n}", "", line, id_, v)
+                    yield Statement(f"{where}:line{n}", heading, line, id_, v)
 
 
 def _scope(path: str, section: str) -> Tuple[Optional[str], Optional[str]]:
@@ -333,6 +340,7 @@ SYNTHETIC_SOURCES = {
     "plan1": pd.DataFrame({"study": ["s_55k", "s_55k", "s_3k"], "id": ["q_a", "q_a", "q_a"],
                            "verdict": ["not converged", "contradicts", "supports"]}),
     "v2": pd.DataFrame({"study": ["v2_x"], "id": ["q_v2"], "verdict": ["not converged (1 of 12 runs)"]}),
+    "v3": pd.DataFrame({"study": ["v3_x"], "id": ["q_v2"], "verdict": ["supports"]}),  # the same question replicated
 }
 PAGE = """# A page
 
@@ -395,6 +403,17 @@ def test_the_matcher_flips_on_a_synthetic_page(tmp_path):
     # a verdict in a section no verdict file is named for fails until it is scoped; an id no file holds fails
     assert any("unscoped" in e for e in _synthetic(tmp_path, PAGE + "\n## Elsewhere\n\n`q_v2` is *supports*.\n"))
     assert any("no row" in e for e in _synthetic(tmp_path, PAGE.replace("(`q_v2`)", "(`q_a`)")))
+
+
+def test_a_notebook_output_under_a_plan_v3_heading_is_read_against_plan_v3(tmp_path):
+    def nb(heading: str, verdict: str) -> dict:
+        md = [{"cell_type": "markdown", "source": [heading]}] if heading else []
+        return {"cells": md + [{"cell_type": "code", "source": [], "outputs": [{"output_type": "display_data", "data": {
+            "text/markdown": [f"| row | verdict |\n|---|---|\n| `q_v2` | *{verdict}* |"]}}]}]}
+    assert _synthetic(tmp_path, PAGE, {"03_x.ipynb": nb("## Plan v3: fresh seeds", "supports")}) == []
+    assert len(_synthetic(tmp_path, PAGE, {"03_x.ipynb": nb("## Plan v3: fresh seeds", "contradicts")})) == 1
+    assert len(_synthetic(tmp_path, PAGE, {"03_x.ipynb": nb("", "supports")})) == 1  # no heading: plan v2's row
+    assert _synthetic(tmp_path, PAGE, {"03_x.ipynb": nb("## Plan v2's rows", "not converged")}) == []
 
 
 @pytest.mark.parametrize("phrase, word", [("inconclusive at this budget", "inconclusive"),

@@ -113,6 +113,11 @@ def test_against_plan_v2_says_replicated_decided_or_overturned():
     assert V.against_v2("contradicts", {"verdict": "not converged (2 of 12 runs)", "verdict_test": "contradicts"}
                         ).startswith("decides what plan v2 left open")
     assert V.against_v2("inconclusive", {"verdict": "inconclusive"}) == "not decided (plan v2: inconclusive)"
+    # an inconclusive plan v2 reading is left open, not overturned; a contrary one is overturned
+    assert V.against_v2("contradicts", {"verdict": "inconclusive", "verdict_test": "inconclusive"}).startswith(
+        "decides what plan v2 left open")
+    assert V.against_v2("contradicts", {"verdict": "not converged (1 of 12 runs)", "verdict_test": "supports"}
+                        ).startswith("overturns plan v2's reading")
 
 
 def test_a_study_is_bound_to_the_machine_type_of_its_runs(tmp_path):

@@ -342,6 +342,7 @@ def v2_key(root: str = ".") -> str:
     return fill("v2-key", c=c, t=read_json(os.path.join(root, "results/v2/teacher/selected.json")),
                 seeds=" or ".join(str(n) for n in sorted({int(x) for x in c.seeds})),
                 awaiting=any(awaits_shift(v) for v in c.verdict),  # the *machine shift* case, where a row is in it
+                unmade=any(str(v).startswith("not measured") for v in c.verdict),  # *not measured yet*, where a row is
                 **_levels_and_margins(c))
 
 

@@ -423,9 +423,9 @@ def against_v2(v3: str, v2: Optional[Dict[str, Any]]) -> str:
         return f"replicates plan v2 ({v2_final})"
     if v2_final in (SUPPORTS, CONTRADICTS):
         return f"overturns plan v2 ({v2_final})"
-    if v2_test == v3:
-        return f"decides what plan v2 left open ({v2_final}; its test alone: {v2_test})"
-    return f"overturns plan v2's reading ({v2_final}; its test alone: {v2_test})"
+    if v2_test in (SUPPORTS, CONTRADICTS) and v2_test != v3:  # plan v2's ungated test read the other way
+        return f"overturns plan v2's reading ({v2_final}; its test alone: {v2_test})"
+    return f"decides what plan v2 left open ({v2_final}; its test alone: {v2_test})"
 
 
 def judge_v3(plan: Dict[str, Any], r: pd.DataFrame, t: Dict[str, Any], results: str = RESULTS_V3,
