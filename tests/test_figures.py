@@ -379,3 +379,24 @@ def test_committed_executed_copy_opens_with_its_findings(name):
     shown = [o["data"]["text/markdown"] for c in nb.cells for o in c.get("outputs", [])
              if "text/markdown" in o.get("data", {})]
     assert shown and shown[0] == v2.findings(CLAIMS, name)
+
+
+def test_the_budget_glance_gives_each_question_once_plan_v3_over_plan_v2(tmp_path):
+    """pages.budget_glance: one line per question asked at several budgets, a column per budget; plan v3's row
+    replaces plan v2's at the same budget, plan v2's fills the others, and each cell follows its file's verdict."""
+    from odevit.repro import pages
+
+    def claims(plan, rows):
+        path = tmp_path / f"results/v{plan}/claims.csv"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pd.DataFrame([{"question": q, "budget": f"{b} images x 40 epochs", "verdict": v, "mean": m, "n": 5,
+                       "still_learning": ""} for q, b, v, m in rows]).to_csv(path, index=False)
+
+    claims(2, [("ts_minus_free_1k", 1000, "not converged (1 of 12 runs)", 2.46),
+               ("ts_minus_free_55k", 55000, "contradicts", -1.76), ("half_n_ref", 10000, "contradicts", -23.6)])
+    claims(3, [("ts_minus_free_1k", 1000, "supports", 3.39)])
+    lines = pages.budget_glance(str(tmp_path)).splitlines()
+    assert lines[0] == "| mean difference, pt (plan) | 1k | 55k |"
+    assert lines[2:] == ["| label-free − free ODE | *supports* +3.39 (v3) | *contradicts* -1.76 (v2) |"]
+    claims(3, [("ts_minus_free_1k", 1000, "inconclusive", 0.40)])  # the data change, the cell follows
+    assert pages.budget_glance(str(tmp_path)).splitlines()[2].startswith("| label-free − free ODE | *inconclusive* +0.40")

@@ -18,9 +18,6 @@ def test_paper_numbers_and_their_arithmetic():
     assert c["r1_minus_r4"].value == pytest.approx(-1.8) and c["r1_minus_r4"].direction == "less"
     assert c["compression_total"].value == pytest.approx(85 / 3.8, abs=1e-6)
     assert c["jasmin_on_minus_off_lyapunov"].value == pytest.approx(0.2379 - 0.4045)
-    assert {k for k, v in c.items() if v.family} == {"lie_trotter_minus_parallel", "jasmin_on_minus_off", "r1_minus_r4",
-                                                     "centernorm_minus_layernorm", "softmax_minus_uniform_schedule",
-                                                     "qkv_spectral_minus_xavier"}
     assert not any("§" in v.source or "§" in v.statement for v in c.values())  # no section number nobody can check
     doc = Path(__file__).resolve().parents[1] / "docs" / "paper.md"
     assert doc.read_text() == paper.markdown(), "python -m odevit.repro.pages --paper, then commit docs/paper.md"

@@ -15,7 +15,6 @@ import glob
 import math
 import os
 import re
-import subprocess
 import sys
 import textwrap
 from collections import Counter
@@ -134,8 +133,6 @@ class Claim:
     unit: str
     value: Optional[float] = None
     arithmetic: str = ""
-    family: bool = False  # member of the ablation family (Holm-adjusted)
-    per_unit: bool = False  # a per-seed correlation over a handful of units: each seed's test over them gates it
 
 
 DIRECTIONS = ("greater", "less", "equivalent", "bound", "fact", "none")
@@ -147,7 +144,7 @@ def _claim(c: Dict[str, Any]) -> Claim:
                          f"{DIRECTIONS}")
     value, arithmetic = paper_value(c.get("value"))
     return Claim(c["id"], c["statement"], c["source"].format(**SOURCES), c["direction"], c["statistic"], c["unit"],
-                 value, arithmetic, bool(c.get("family", False)), bool(c.get("per_unit", False)))
+                 value, arithmetic)
 
 
 CLAIMS: Dict[str, Claim] = {c.id: c for c in map(_claim, _DATA["claims"])}
@@ -214,7 +211,6 @@ def v2_verdicts(root: str = ".") -> str:
     waiting = c[c.verdict.str.startswith("not measured")]
     # made, on two machine kinds whose shift is not measured yet; bool: an empty object-typed mask selects columns
     shifted = waiting.verdict.map(awaits_shift).astype(bool)
-    unmade = waiting[~shifted]
     return fill("v2-verdicts", c=list(c.itertuples()), t=t, all_converged=all(t["converged"]), label=row_label,
                 images=lambda r: budget_images(r.budget),
                 decided=[(label, [r for r in c.itertuples() if r.verdict == v and ours_of[r.question] == ours])
@@ -222,22 +218,10 @@ def v2_verdicts(root: str = ".") -> str:
                 learning=list(learning.itertuples()), rest=list(c[c.verdict == "inconclusive"].itertuples()),
                 learning_cells=sorted({cell for s in learning.still_learning for cell, _, _ in _learning_parts(s)}),
                 waiting=list(waiting.itertuples()), families=list(dict.fromkeys(c.family)),
-                waiting_studies=", ".join(sorted({f"{q.study} ({q.seeds} seeds)" for q in unmade.itertuples()})),
-                in_progress=sorted(p for q in set(unmade.study) for p in _resume_files(root, q)),
                 shifted=list(waiting[shifted].itertuples()),
                 two_kinds=list(c[c.machine_shift.notna()].itertuples()) if "machine_shift" in c else [],
                 alphas=", ".join(f"{f.replace('v2_', '')} {a:.4g}"
                                  for f, a in c.groupby("family", sort=False).alpha_each.first().items()))
-
-
-def _resume_files(root: str, study: str) -> List[str]:
-    """The resume files (last.pt per cell group) of a study still training that git holds: what a clone resumes."""
-    try:
-        r = subprocess.run(["git", "-C", root, "ls-files", "--", f"checkpoints/v2/{study}"], capture_output=True,
-                           text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return sorted(f for f in r.stdout.split() if f.endswith("/last.pt")) if r.returncode == 0 else []
 
 
 def awaits_shift(verdict: str) -> bool:
@@ -341,8 +325,7 @@ def v2_key(root: str = ".") -> str:
         return fill("v2-key", c=None)
     return fill("v2-key", c=c, t=read_json(os.path.join(root, "results/v2/teacher/selected.json")),
                 seeds=" or ".join(str(n) for n in sorted({int(x) for x in c.seeds})),
-                awaiting=any(awaits_shift(v) for v in c.verdict),  # the *machine shift* case, where a row is in it
-                unmade=any(str(v).startswith("not measured") for v in c.verdict),  # *not measured yet*, where a row is
+                awaiting=any(map(awaits_shift, c.verdict)), unmade=any(c.verdict.str.startswith("not measured")),
                 **_levels_and_margins(c))
 
 
@@ -367,11 +350,9 @@ def v3_table(c: pd.DataFrame) -> List[str]:
     for r in c.itertuples():
         bound = (f"δ {r.delta:g} pt" if r.test == "superiority" else f"±{r.margin:g} pt")
         decide = "–" if pd.isna(r.decide_low) else f"[{r.decide_low:+.2g}, {r.decide_high:+.2g}]"
-        small = (" (gain below δ: not the claim's size)" if getattr(r, "effect_vs_delta", "") == "gain below delta"
-                 else "")
         lines.append(f"| {row_label(r.question)} (`{r.question}`) | {budget_images(r.budget):,} | {r.n} of {r.seeds} | "
                      + (f"{pt(r.mean)} | {decide} ({r.level:.1%})" if not na(r.mean) and r.n >= 2 else "– | –")
-                     + f" | {bound} | *{r.verdict}*{small} | {r.against_v2} |")
+                     + f" | {bound} | {_verdict(r)} | {r.against_v2} |")
     return lines
 
 
@@ -392,6 +373,27 @@ def v3_claims(root: str = ".") -> str:
     if len(shown):
         lines += [""] + v3_table(shown) + ["", wrap(V3_KEY)]
     return "\n".join(lines)
+
+
+def _verdict(r: Any) -> str:
+    """A plan v3 (or v2) row's verdict as the tables print it."""
+    return f"*{r.verdict}*" + (" (gain below δ)" if getattr(r, "effect_vs_delta", "") == "gain below delta" else "")
+
+
+def budget_glance(root: str = ".") -> str:
+    """The README's first screen: each question asked at several budgets once, its verdict and mean per budget from
+    plan v3's row where plan v3 has one, else plan v2's (each cell names its plan)."""
+    cells: Dict[str, Dict[int, str]] = {}
+    glance = dict.fromkeys(("ts_minus_free", "ce_minus_free", "retention"))  # the questions asked at several budgets
+    for plan, c in ((2, _read_claims(root)), (3, _read_claims(root, V3_CLAIMS))):  # v3's row replaces v2's
+        for r in (c.itertuples() if c is not None else []):
+            if (q := _prefix(r.question, glance)) is not None:  # its mean where two seeds or more are made
+                cells.setdefault(q, {})[budget_images(r.budget)] = _verdict(r) + (
+                    f" {pt(r.mean)}" if r.n >= 2 and not na(r.mean) else "") + f" (v{plan})"
+    budgets = sorted({b for row in cells.values() for b in row})
+    return "\n".join([" | ".join(["| mean difference, pt (plan)"] + [f"{b // 1000}k" for b in budgets]) + " |",
+                      "|---" * (len(budgets) + 1) + "|"] + [" | ".join([f"| {row_label(q)}"] + [
+                          row.get(b, "–") for b in budgets]) + " |" for q, row in cells.items()])
 
 
 def v3_rows(root: str = ".") -> str:
@@ -462,7 +464,8 @@ def cite(root: str = ".") -> str:
 
 SECTIONS: Dict[str, Callable[[str], str]] = {
     "weights-table": weights_table, "cite": cite, "module-map": module_map, "v2-claims": v2_claims, "v2-key": v2_key,
-    "v2-decided": lambda r: v2_claims(r, True), "v2-verdicts": v2_verdicts, "v3-claims": v3_claims, "v3-rows": v3_rows}
+    "v2-decided": lambda r: v2_claims(r, True), "v2-verdicts": v2_verdicts, "v3-claims": v3_claims, "v3-rows": v3_rows,
+    "budget-glance": budget_glance}
 
 PAGES = ("README.md", "docs/v2.md", "docs/v3.md", "docs/usage.md", "docs/pipeline.md")  # generated parts
 
@@ -532,8 +535,7 @@ def write_pages(root: str = ".") -> List[str]:
         text = Path(path).read_text()
         out = render(text, root, names, page)
         if out != text:
-            Path(path + ".tmp").write_text(out)
-            os.replace(path + ".tmp", path)
+            write_text(out.rstrip("\n"), path)  # a page ends with one newline
             changed.append(page)
     return changed
 

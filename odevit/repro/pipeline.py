@@ -24,7 +24,6 @@ from ..schedule import checkpoint_indices, layer_distances
 from ..teacher import create_teacher, hidden_states, last_attention, student_from_teacher
 
 
-
 # --- the objectives: (model, x, y, epoch) -> (loss, logged parts), one per kind of run in the paper ----------
 
 Objective = Callable[..., Tuple[torch.Tensor, Dict[str, torch.Tensor]]]
@@ -323,8 +322,6 @@ def arch_kwargs(m: ODEViT) -> Dict[str, Any]:
 
 def load_teacher(b: Base, t: Teacher, device: torch.device, ckpt: str) -> nn.Module:
     return train.load_weights(build_teacher(b, t), f"{ckpt}/best.pt").to(device).eval()
-
-
 
 
 # --- a plan cell's models (its configuration: config.cell_of) ------------------------------------------------------

@@ -28,7 +28,6 @@ class PlanError(ValueError):
     """A plan that cannot be used: the message names the file and the key."""
 
 
-
 PLAN_FILE = "params.yaml"
 RULE_KEYS = {"alpha", "primary_family", "interval", "selection", "schedule", "convergence", "fairness", "tau_rule",
              "precision", "machine", "power", "made_by"}
