@@ -382,7 +382,7 @@ def test_committed_executed_copy_opens_with_its_findings(name):
 
 
 def test_the_budget_glance_gives_each_question_once_plan_v3_over_plan_v2(tmp_path):
-    """pages.budget_glance: one line per question asked at several budgets, a column per budget; plan v3's row
+    """pages.budget_glance: one line per question of the primary family (not half_n_ref), a column per budget; plan v3's row
     replaces plan v2's at the same budget, plan v2's fills the others, and each cell follows its file's verdict."""
     from odevit.repro import pages
 
@@ -390,7 +390,8 @@ def test_the_budget_glance_gives_each_question_once_plan_v3_over_plan_v2(tmp_pat
         path = tmp_path / f"results/v{plan}/claims.csv"
         path.parent.mkdir(parents=True, exist_ok=True)
         pd.DataFrame([{"question": q, "budget": f"{b} images x 40 epochs", "verdict": v, "mean": m, "n": 5,
-                       "still_learning": ""} for q, b, v, m in rows]).to_csv(path, index=False)
+                       "still_learning": "", "primary": not q.startswith("half_n")}  # the headline family's rows
+                      for q, b, v, m in rows]).to_csv(path, index=False)
 
     claims(2, [("ts_minus_free_1k", 1000, "not converged (1 of 12 runs)", 2.46),
                ("ts_minus_free_55k", 55000, "contradicts", -1.76), ("half_n_ref", 10000, "contradicts", -23.6)])

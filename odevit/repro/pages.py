@@ -325,7 +325,8 @@ def v2_key(root: str = ".") -> str:
         return fill("v2-key", c=None)
     return fill("v2-key", c=c, t=read_json(os.path.join(root, "results/v2/teacher/selected.json")),
                 seeds=" or ".join(str(n) for n in sorted({int(x) for x in c.seeds})),
-                awaiting=any(map(awaits_shift, c.verdict)), unmade=any(c.verdict.str.startswith("not measured")),
+                awaiting=any(map(awaits_shift, c.verdict)),  # a row waiting on the machine shift; unmade: on its runs
+                unmade=any(v.startswith("not measured") and not awaits_shift(v) for v in c.verdict),
                 **_levels_and_margins(c))
 
 
@@ -381,15 +382,13 @@ def _verdict(r: Any) -> str:
 
 
 def budget_glance(root: str = ".") -> str:
-    """The README's first screen: each question asked at several budgets once, its verdict and mean per budget from
-    plan v3's row where plan v3 has one, else plan v2's (each cell names its plan)."""
+    """The README's first screen: each question of the plans' primary (headline) family once, its verdict and mean per
+    budget from plan v3's row where plan v3 has one, else plan v2's (each cell names its plan)."""
     cells: Dict[str, Dict[int, str]] = {}
-    glance = dict.fromkeys(("ts_minus_free", "ce_minus_free", "retention"))  # the questions asked at several budgets
     for plan, c in ((2, _read_claims(root)), (3, _read_claims(root, V3_CLAIMS))):  # v3's row replaces v2's
-        for r in (c.itertuples() if c is not None else []):
-            if (q := _prefix(r.question, glance)) is not None:  # its mean where two seeds or more are made
-                cells.setdefault(q, {})[budget_images(r.budget)] = _verdict(r) + (
-                    f" {pt(r.mean)}" if r.n >= 2 and not na(r.mean) else "") + f" (v{plan})"
+        for r in (c[c.primary].itertuples() if c is not None else []):  # its mean where two seeds or more are made
+            cells.setdefault(_prefix(r.question, WORDS["v2_labels"]), {})[budget_images(r.budget)] = _verdict(r) + (
+                f" {pt(r.mean)}" if r.n >= 2 and not na(r.mean) else "") + f" (v{plan})"
     budgets = sorted({b for row in cells.values() for b in row})
     return "\n".join([" | ".join(["| mean difference, pt (plan)"] + [f"{b // 1000}k" for b in budgets]) + " |",
                       "|---" * (len(budgets) + 1) + "|"] + [" | ".join([f"| {row_label(q)}"] + [
