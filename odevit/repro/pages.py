@@ -369,10 +369,12 @@ def v3_claims(root: str = ".") -> str:
         return head
     shown = c[c.verdict.isin(["supports", "contradicts", "inconclusive"]) | c.verdict.str.startswith("unsettled")]
     decided = c[c.verdict.isin(["supports", "contradicts"])]
-    lines = [head, "", f"**Decided**: {len(decided)} of {len(c)} rows"
-             + (f"; {len(shown) - len(decided)} measured without a verdict." if len(shown) > len(decided) else ".")]
-    if len(shown):
-        lines += [""] + v3_table(shown) + ["", wrap(V3_KEY)]
+    rest = shown[~shown.index.isin(decided.index)]
+    lines = [head, "", wrap(f"**Decided**: {len(decided)} of {len(c)} rows" + (
+        "; measured without a verdict (in docs/v3.md): " + "; ".join(f"`{r.question}` {_verdict(r)}" for r in
+                                                                    rest.itertuples()) + "." if len(rest) else "."))]
+    if len(decided):
+        lines += [""] + v3_table(decided) + ["", wrap(V3_KEY)]
     return "\n".join(lines)
 
 
