@@ -20,7 +20,7 @@ import pandas as pd
 from . import pages, verdicts
 from . import plan as plan_mod
 from .config import chdir_root  # noqa: F401  (the notebooks call fg.chdir_root)
-from .files import read_json, write_csv  # noqa: F401  (the notebooks write their tables through figures)
+from .files import read_json, save_figure, write_csv  # noqa: F401  (the notebooks write tables, figures through it)
 from .pages import budget_images, fill, pt, row_label  # row_label: a row id in words, as docs/v2.md names it
 
 RESULTS, RESULTS_V3 = verdicts.RESULTS, verdicts.RESULTS_V3
@@ -481,16 +481,8 @@ def verdict_markdown(claims: pd.DataFrame) -> str:
 def verdict_figure(claims: pd.DataFrame, family: str, plan: Json, out: str = RESULTS):
     """verdicts.figure for one family, rows in words (row_label), saved as out/verdicts_<family>.png (docs/v2.md's)."""
     fig = verdicts.figure(claims, family, plan, label=row_label)
-    save(fig, os.path.join(out, f"verdicts_{family}.png"))
+    save_figure(fig, os.path.join(out, f"verdicts_{family}.png"))
     return fig
-
-
-def save(fig: Any, path: str) -> str:
-    """The figure as a PNG at path (written beside, then moved: a reader never sees half a file)."""
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    fig.savefig(path + ".tmp.png", dpi=120, bbox_inches="tight", metadata={"Software": None})
-    os.replace(path + ".tmp.png", path)
-    return path
 
 
 def families(plan: Json) -> List[str]:

@@ -35,9 +35,16 @@ def write_text(text: str, path: str) -> None:
 
 
 def save_figure(fig: Any, path: str) -> None:
+    """The figure as a PNG at path (written beside, then moved: a reader never sees half a file), closed, and shown
+    as those very bytes: the notebook's copy is the file's (an inline re-render can differ between CPUs)."""
+    import matplotlib.pyplot as plt
+    from IPython.display import Image, display
+
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    fig.savefig(path + ".tmp.png", dpi=120, bbox_inches="tight")
+    fig.savefig(path + ".tmp.png", dpi=120, bbox_inches="tight", metadata={"Software": None})
     os.replace(path + ".tmp.png", path)
+    plt.close(fig)
+    display(Image(filename=path))
 
 
 def read_json(path: str) -> Dict[str, Any]:
