@@ -401,3 +401,25 @@ def test_the_budget_glance_gives_each_question_once_plan_v3_over_plan_v2(tmp_pat
     assert lines[2:] == ["| label-free − free ODE | *supports* +3.39 (v3) | *contradicts* -1.76 (v2) |"]
     claims(3, [("ts_minus_free_1k", 1000, "inconclusive", 0.40)])  # the data change, the cell follows
     assert pages.budget_glance(str(tmp_path)).splitlines()[2].startswith("| label-free − free ODE | *inconclusive* +0.40")
+
+
+def test_the_v2_key_says_not_measured_yet_only_for_the_waits_its_rows_have(tmp_path):
+    """pages.v2_key: *not measured yet* is explained as unmade runs only where a row waits on its runs, as the machine
+    shift only where a row waits on the shift, and not at all where no row waits (each flips with the claims file)."""
+    from odevit.repro import pages
+
+    (tmp_path / "results/v2/teacher").mkdir(parents=True)
+    shutil.copy(ROOT / "results/v2/teacher/selected.json", tmp_path / "results/v2/teacher")
+    c = pd.read_csv(ROOT / "results/v2/claims.csv")
+
+    def key(**verdicts):
+        c.assign(verdict=[verdicts.get(q, v) for q, v in zip(c.question, c.verdict)]).to_csv(
+            tmp_path / "results/v2/claims.csv", index=False)
+        text = pages.v2_key(str(tmp_path))
+        return "its runs are not all made" in text, "whose shift is not measured yet" in text
+
+    assert key() == (False, False)  # the committed claims: no row waits
+    q, r = c.question[0], c.question[1]
+    assert key(**{q: "not measured yet (machine shift between CPU and GPU)"}) == (False, True)
+    assert key(**{q: "not measured yet"}) == (True, False)
+    assert key(**{q: "not measured yet", r: "not measured yet (machine shift between CPU and GPU)"}) == (True, True)
