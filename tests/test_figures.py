@@ -423,3 +423,28 @@ def test_the_v2_key_says_not_measured_yet_only_for_the_waits_its_rows_have(tmp_p
     assert key(**{q: "not measured yet (machine shift between CPU and GPU)"}) == (False, True)
     assert key(**{q: "not measured yet"}) == (True, False)
     assert key(**{q: "not measured yet", r: "not measured yet (machine shift between CPU and GPU)"}) == (True, True)
+
+
+
+def test_plan_v3_progress_names_the_machine_type_an_unfinished_study_waits_for(tmp_path):
+    """pages.v3_claims' first line: the runs made per study, and for a study with runs still to make, the machine type
+    its finished runs bind it to (plan v3's rule machine); once every run is made it names no machine."""
+    from odevit.repro import pages
+
+    shutil.copy(ROOT / "params.yaml", tmp_path)
+    shutil.copytree(ROOT / "results/v3", tmp_path / "results/v3", ignore=shutil.ignore_patterns("claims.csv"))
+    plan = yaml.safe_load((ROOT / "params.yaml").read_text())["plan_v3"]["studies"]["v3_10k"]
+    study = tmp_path / "results/v3/v3_10k"
+    first = sorted(study.glob("*/s*/metrics.json"))[0]
+    runs = [study / f"{c}/s{x}/metrics.json" for c in plan["cells"] for x in plan["seeds"]]
+    for run in runs:  # every v3_10k run made (copies of its first) but the last
+        if not run.exists():
+            run.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(first, run)
+    runs[-1].unlink()
+    kind = json.loads(first.read_text())["provenance"]["device"]
+    head = " ".join(pages.v3_claims(str(tmp_path)).split("\n\n")[0].split())
+    assert f"v3_10k {len(runs) - 1} of {len(runs)}, the rest on its machine type, {kind})" in head
+    assert head.count("the rest on its machine type") == 1  # the finished studies name none
+    shutil.copy(first, runs[-1])  # the last run made: no machine named
+    assert "machine type" not in pages.v3_claims(str(tmp_path)).split("\n\n")[0]

@@ -12,7 +12,6 @@ cells, each reused by its run key or trained, resumable); its benchmark is bench
 """
 from __future__ import annotations
 
-import glob
 import hashlib
 import json
 import math
@@ -27,6 +26,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .config import CKPTS, RESULTS, Plan, cell_of, tau_by_rule
+from .files import study_machines
 from .train import OneOfMany, load_checkpoint, save_atomic
 
 Objective = Callable[..., Tuple[torch.Tensor, Dict[str, torch.Tensor]]]
@@ -645,13 +645,9 @@ class MachineError(RuntimeError):
 def bind_machine(study_dir: str, here: str, study: str) -> None:
     """Plan v3's rule `machine: one_type_per_study`: the study's finished runs (metrics.json provenance.device) fix
     its machine type; training any of its cells on another type stops with one line naming both."""
-    made = set()
-    for f in glob.glob(f"{study_dir}/*/s*/metrics.json"):
-        with open(f) as fh:
-            made.add(json.load(fh).get("provenance", {}).get("device"))
-    made.discard(None)
-    if made and made != {here}:
-        raise MachineError(f"{study}: its runs were made on {', '.join(sorted(made))}; this machine is {here}. Plan "
+    made = study_machines(study_dir)
+    if made and made != [here]:
+        raise MachineError(f"{study}: its runs were made on {', '.join(made)}; this machine is {here}. Plan "
                            "v3's rule machine: one_type_per_study keeps every run of a study on one machine type: "
                            f"train {study} there (its other studies may train here)")
 
@@ -844,8 +840,7 @@ def run_plan(path: str = "params.yaml", device_name: str = "auto", graphs: bool 
             if not train_cell(q, study, cell, device, graphs, deadline, cache, into, only_seeds, dry=dry):
                 print(f"deadline: stopped in {study} {cell} (resumes from its last.pt)", flush=True)
                 return False
-    print(f"plan {path}: " + ("dry run, nothing trained" if dry else "every run done"), flush=True)  # no wall time
-    # here: the line lands in the executed notebooks, the same on every machine (the stage's wall: notebook.TIMES)
+    print(f"plan {path}: " + ("dry run, nothing trained" if dry else "every run done"), flush=True)  # no wall time: notebooks print this
     return True
 
 

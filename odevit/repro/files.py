@@ -4,9 +4,10 @@ Below both the training side (pipeline, the stages) and the narrating side (verd
 torch, no model, no training code, so reading or rewriting a result never imports the training loop."""
 from __future__ import annotations
 
+import glob
 import json
 import os
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 import pandas as pd
 
@@ -52,6 +53,12 @@ def read_json(path: str) -> Dict[str, Any]:
         raise FileNotFoundError(f"{path}: missing (run the stage that writes it: dvc repro)")
     with open(path) as f:
         return json.load(f)
+
+
+def study_machines(study_dir: str) -> List[str]:
+    """The machine types a study's finished runs were made on (each metrics.json's provenance.device), sorted."""
+    return sorted({read_json(f).get("provenance", {}).get("device") for f in glob.glob(f"{study_dir}/*/s*/metrics.json")}
+                  - {None})
 
 
 def read_yaml(path: str) -> Dict[str, Any]:

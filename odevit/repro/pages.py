@@ -26,7 +26,7 @@ import jinja2
 import jinja2.ext
 import pandas as pd
 
-from .files import read_json, read_yaml, write_text
+from .files import read_json, read_yaml, study_machines, write_text
 
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "docs" / "templates"
@@ -334,14 +334,14 @@ V3_CLAIMS = "results/v3/claims.csv"
 V3_KEY = fill("v3-key")  # the v3 table's key (docs/templates/v3-key.md.j2)
 
 
-def v3_progress(root: str = ".") -> List[Tuple[str, int, int]]:
-    """Per plan v3 study: (name, runs made, runs planned) from the run folders (metrics.json)."""
+def v3_progress(root: str = ".") -> List[Tuple[str, int, int, List[str]]]:
+    """Per plan v3 study: (name, runs made, runs planned, its finished runs' machine types) from its run folders."""
     from . import plan as plan_mod
 
     studies = plan_mod.load(os.path.join(root, "params.yaml"), 3)["studies"]
     return [(name, sum(os.path.exists(os.path.join(root, "results/v3", name, c, f"s{x}", "metrics.json"))
-                       for c in st["cells"] for x in st["seeds"]), len(st["cells"]) * len(st["seeds"]))
-            for name, st in studies.items()]
+                       for c in st["cells"] for x in st["seeds"]), len(st["cells"]) * len(st["seeds"]),
+             study_machines(os.path.join(root, "results/v3", name))) for name, st in studies.items()]
 
 
 def v3_table(c: pd.DataFrame) -> List[str]:
@@ -361,9 +361,10 @@ def v3_claims(root: str = ".") -> str:
     """The README's first results: how many of plan v3's runs are made, and its decided (or unsettled) rows."""
     prog = v3_progress(root)
     made, total = sum(p[1] for p in prog), sum(p[2] for p in prog)
-    head = wrap(f"Plan v3's runs finished so far: {made} of {total} (groups still training not counted; "
-                + ", ".join(f"{n} {a} of {b}" for n, a, b in prog) + "); `dvc repro` makes the rest, resumable, each "
-                "study on one machine type. Every row, made or not: [docs/v3.md](docs/v3.md).")
+    head = wrap(f"Plan v3's runs finished so far: {made} of {total} (" + ", ".join(
+        f"{n} {a} of {b}" + (f", the rest on its machine type, {', '.join(m)}" if m and a < b else "")
+        for n, a, b, m in prog) + "); `dvc repro` makes the rest, resumable. Every row, made or not: "
+        "[docs/v3.md](docs/v3.md).")
     c = _read_claims(root, V3_CLAIMS)
     if c is None:
         return head

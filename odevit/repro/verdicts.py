@@ -193,8 +193,7 @@ def judge(plan: Dict[str, Any], r: pd.DataFrame, t: Dict[str, Any], shift: Optio
             row = dict(study=name, family=fam, primary=fam == plan["rules"]["primary_family"], question=q["id"],
                        claim=q["claim"], test=q["test"], direction=q["direction"], margin=qm["margin"],
                        alpha_each=a, seeds=len(seeds), budget=f"{plan_mod.images(s)} images x {b['epochs']} epochs",
-                       plan_hash=plan_mod.study_hash(plan, name),
-                       paper_effect=(q.get("paper") or {}).get("effect"))
+                       plan_hash=plan_mod.study_hash(plan, name), paper_effect=(q.get("paper") or {}).get("effect"))
             d = decide(x.to_numpy(dtype=float), qm, a)
             row.update({k: d[k] for k in ("n", "mean", "sd", "ci_low", "ci_high")})
             conv = int(used.converged.sum()) if len(used) else 0
