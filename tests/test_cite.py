@@ -1,5 +1,4 @@
 """LICENSE, CITATION.cff and the README's cite section generated from it."""
-import shutil
 import tomllib
 from pathlib import Path
 

@@ -56,7 +56,7 @@ def _train(work: Path, nproc: int) -> None:
     for stage in ("02_teacher", "04_distill"):
         r = subprocess.run(launch + [stage], cwd=work, env=env, capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-        assert r.stdout.count(f"epoch 1/") == 1  # rank 0 alone reports
+        assert r.stdout.count("epoch 1/") == 1  # rank 0 alone reports
 
 
 def test_torchrun_two_processes_match_one(tmp_path):

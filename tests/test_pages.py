@@ -6,8 +6,6 @@ import pytest
 
 
 def test_paper_numbers_and_their_arithmetic():
-    from pathlib import Path
-
     from odevit.repro import pages as paper
 
     c = paper.CLAIMS

@@ -151,8 +151,6 @@ def test_plan_v3_was_committed_before_each_of_its_runs():
     import json
     import subprocess
 
-    import yaml
-
     plan3 = plan_mod.load("params.yaml", 3)
     files = sorted(glob.glob("results/v3/v3_*/*/s*/metrics.json"))
     for f in files:

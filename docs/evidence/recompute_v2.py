@@ -307,7 +307,6 @@ def main(repo):
             continue
         t = theirs.loc[qid]
         bad = []
-        checks = [("n", str(r["n"]), t["n"])]
         for col in ("mean", "ci_low", "ci_high"):
             ours, th = r[col], num(t[col])
             same = (math.isnan(ours) and math.isnan(th)) or (not math.isnan(ours) and not math.isnan(th)
