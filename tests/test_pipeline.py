@@ -152,10 +152,11 @@ def test_a_fresh_clone_is_up_to_date_and_an_added_cell_plans_exactly_its_runs(tm
         assert training and training <= _dry_stages(clone) <= training | {"07_verdicts"}
     else:
         assert UP_TO_DATE in dvc(clone, "status").stdout
-    assert [ln for ln in _fast_dry(clone).splitlines() if "would train" in ln] == list(unmade.values())
+    assert [ln.split("; refused here: ")[0] for ln in _fast_dry(clone).splitlines() if "would train" in ln] == \
+        list(unmade.values())  # a cell bound to another machine type than this one's says so after its line
     _add_cell(clone, "parallel", {"solver": "parallel"})
     assert _dry_stages(clone) == waiting
-    would = [ln for ln in _fast_dry(clone).splitlines() if "would train" in ln]
+    would = [ln.split("; refused here: ")[0] for ln in _fast_dry(clone).splitlines() if "would train" in ln]
     assert would == ["v2_10k parallel: would train 6 runs (seeds [2300, 2301, 2302, 2303, 2304, 2305], 40 epochs, "
                      "10000 training images)"] + list(unmade.values())
 
@@ -163,7 +164,8 @@ def test_a_fresh_clone_is_up_to_date_and_an_added_cell_plans_exactly_its_runs(tm
 @pytest.mark.slow
 def test_a_study_bound_to_another_machine_type_is_refused_before_it_trains(repro, tmp_path):
     """Plan v3's rule machine: one_type_per_study. A v3 study whose finished runs name another machine type is not
-    trained here: one line naming both types, exit 2 (the stage fails, nothing is recorded as done), nothing trained."""
+    trained here: one line naming both types, exit 2 (the stage fails, nothing is recorded as done), nothing trained;
+    the dry run says so beside the runs it would train."""
     work = _copy(repro, tmp_path)
     m = work / "results/v3/v3_1k/ref/s3100/metrics.json"
     made = json.loads(m.read_text())
@@ -177,3 +179,8 @@ def test_a_study_bound_to_another_machine_type_is_refused_before_it_trains(repro
     line = r.stderr.strip()
     assert line.startswith("v3_1k: its runs were made on ") and "CPU: elsewhere" in line and "\n" not in line
     assert _trained(r.stdout) == set() and not (work / "results/v3/v3_1k/free").exists()
+    r = subprocess.run([sys.executable, "-m", "odevit.repro.fast", "--cells", "free", "--dry"], cwd=work, env=_env(),
+                       capture_output=True, text=True, timeout=600)
+    would = [ln for ln in r.stdout.splitlines() if "would train" in ln]
+    assert r.returncode == 0 and len(would) == 1 and would[0].startswith("v3_1k free: would train ") and \
+        would[0].endswith(f"; refused here: {line}"), r.stdout

@@ -546,8 +546,7 @@ PROP1_STYLE = {  # series -> (label, colour, dashes)
     "bound_measured_L": ("bound, measured L (model's solver)", "C0", (4, 2)),
     "error_parallel": ("error, parallel Euler", "C1", ""),
     "bound_parallel_measured_L": ("bound, measured L (parallel Euler)", "C1", (4, 2)),
-    "bound_paper_L": ("bound, L = 1/2 (published code)", "C2", (1, 1.5)),
-}
+    "bound_paper_L": ("bound, L = 1/2 (published code)", "C2", (1, 1.5))}
 
 
 def prop1_figure(per_step: pd.DataFrame, tight: pd.DataFrame, metrics: Dict[str, dict], cell: str) -> Figure:

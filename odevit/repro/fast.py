@@ -642,14 +642,13 @@ class MachineError(RuntimeError):
     """A study bound to one machine type (plan v3 rules.machine) asked to train on another."""
 
 
-def bind_machine(study_dir: str, here: str, study: str) -> None:
+def machine_refusal(study_dir: str, here: str, study: str) -> str:
     """Plan v3's rule `machine: one_type_per_study`: the study's finished runs (metrics.json provenance.device) fix
-    its machine type; training any of its cells on another type stops with one line naming both."""
+    its machine type; on another type, the one line naming both (train_cell stops with it), else ""."""
     made = study_machines(study_dir)
-    if made and made != [here]:
-        raise MachineError(f"{study}: its runs were made on {', '.join(made)}; this machine is {here}. Plan "
-                           "v3's rule machine: one_type_per_study keeps every run of a study on one machine type: "
-                           f"train {study} there (its other studies may train here)")
+    return (f"{study}: its runs were made on {', '.join(made)}; this machine is {here}. Plan v3's rule machine: "
+            f"one_type_per_study keeps every run of a study on one machine type: train {study} there (its other studies "
+            "may train here)") if made and made != [here] else ""
 
 
 def train_cell(p: Plan, study: str, cell: str, device: torch.device, graphs: bool, deadline: Optional[float],
@@ -687,12 +686,15 @@ def train_cell(p: Plan, study: str, cell: str, device: torch.device, graphs: boo
                   **({"draws": "per_seed"} if per_seed else {}))
     if reusable(f"{root}/{study}/{cell}", outs, key, f"{study} {cell}"):
         return True
+    refused = p.plan["rules"].get("machine") == "one_type_per_study" and machine_refusal(
+        f"{root}/{study}", device_kind(device), study)
     if dry:
         print(f"{study} {cell}: would train {len(seeds)} runs (seeds {seeds}, {s['budget']['epochs']} epochs, "
-              f"{s['budget']['train_limit'] or 'all'} training images)", flush=True)
+              f"{s['budget']['train_limit'] or 'all'} training images)" + (f"; refused here: {refused}" if refused
+                                                                          else ""), flush=True)
         return True
-    if p.plan["rules"].get("machine") == "one_type_per_study":
-        bind_machine(f"{root}/{study}", device_kind(device), study)
+    if refused:
+        raise MachineError(refused)
     pipeline.build(c, p, seeds, device)  # every seed's teacher and initial model
     limit = s["budget"]["train_limit"]
     loaders, va, te = _loaders(p.base, limit, seeds)

@@ -350,7 +350,7 @@ def v3_table(c: pd.DataFrame) -> List[str]:
              "verdict | against plan v2 |", "|---|---|---|---|---|---|---|---|"]
     for r in c.itertuples():
         bound = (f"δ {r.delta:g} pt" if r.test == "superiority" else f"±{r.margin:g} pt")
-        decide = "–" if pd.isna(r.decide_low) else f"[{r.decide_low:+.2g}, {r.decide_high:+.2g}]"
+        decide = "–" if pd.isna(r.decide_low) else f"[{r.decide_low:+.2f}, {r.decide_high:+.2f}]"
         lines.append(f"| {row_label(r.question)} (`{r.question}`) | {budget_images(r.budget):,} | {r.n} of {r.seeds} | "
                      + (f"{pt(r.mean)} | {decide} ({r.level:.1%})" if not na(r.mean) and r.n >= 2 else "– | –")
                      + f" | {bound} | {_verdict(r)} | {r.against_v2} |")
@@ -358,7 +358,7 @@ def v3_table(c: pd.DataFrame) -> List[str]:
 
 
 def v3_claims(root: str = ".") -> str:
-    """The README's first results: how many of plan v3's runs are made, and its decided (or unsettled) rows."""
+    """The README's first results: how many of plan v3's runs are made, its decided rows, the others in one line."""
     prog = v3_progress(root)
     made, total = sum(p[1] for p in prog), sum(p[2] for p in prog)
     head = wrap(f"Plan v3's runs finished so far: {made} of {total} (" + ", ".join(
@@ -368,12 +368,12 @@ def v3_claims(root: str = ".") -> str:
     c = _read_claims(root, V3_CLAIMS)
     if c is None:
         return head
-    shown = c[c.verdict.isin(["supports", "contradicts", "inconclusive"]) | c.verdict.str.startswith("unsettled")]
     decided = c[c.verdict.isin(["supports", "contradicts"])]
-    rest = shown[~shown.index.isin(decided.index)]
-    lines = [head, "", wrap(f"**Decided**: {len(decided)} of {len(c)} rows" + (
-        "; measured without a verdict (in docs/v3.md): " + "; ".join(f"`{r.question}` {_verdict(r)}" for r in
-                                                                    rest.itertuples()) + "." if len(rest) else "."))]
+    rest = c[~c.index.isin(decided.index)]  # each with its mean difference where two seeds or more are made
+    others = "; ".join(f"`{r.question}`" + (f" {pt(r.mean)} pt" if r.n >= 2 and not na(r.mean) else "")
+                       + f" {_verdict(r)}" for r in rest.itertuples())
+    lines = [head, "", wrap(f"**Decided**: {len(decided)} of {len(c)} rows"
+                            + (f"; the others (in docs/v3.md): {others}." if len(rest) else "."))]
     if len(decided):
         lines += [""] + v3_table(decided) + ["", wrap(V3_KEY)]
     return "\n".join(lines)

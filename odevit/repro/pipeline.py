@@ -228,8 +228,7 @@ def build_scratch(base: Base, cfg: Scratch) -> ODEViT:
         num_classes=data.num_classes(base.dataset), embed_dim=cfg.embed_dim, num_heads=cfg.num_heads,
         mlp_ratio=cfg.mlp_ratio, num_steps=cfg.num_steps, horizon=cfg.horizon, solver=cfg.solver, norm=cfg.norm,
         reg_tokens=cfg.reg_tokens, pos_embed_reg=cfg.pos_embed_reg, spectral_init_qkv=cfg.spectral_init_qkv,
-        attn_drop=cfg.dropout, proj_drop=cfg.dropout, mlp_drop=cfg.dropout,
-    )
+        attn_drop=cfg.dropout, proj_drop=cfg.dropout, mlp_drop=cfg.dropout)
 
 
 def build_student(teacher: nn.Module, cfg: Distill) -> ODEViT:
@@ -238,8 +237,7 @@ def build_student(teacher: nn.Module, cfg: Distill) -> ODEViT:
         teacher, num_steps=cfg.num_steps, mlp_ratio=cfg.mlp_ratio, copy=copy,
         freeze=[k for k in cfg.freeze if k in copy], solver=cfg.solver, norm=cfg.norm, reg_tokens=cfg.reg_tokens,
         pos_embed_reg=cfg.pos_embed_reg, spectral_init_qkv=cfg.spectral_init_qkv, attn_drop=cfg.dropout,
-        proj_drop=cfg.dropout, mlp_drop=cfg.dropout, attn_maps_after_dropout=cfg.attn_maps_after_dropout,
-    )
+        proj_drop=cfg.dropout, mlp_drop=cfg.dropout, attn_maps_after_dropout=cfg.attn_maps_after_dropout)
 
 
 TEACHER_CKPT, DISTILL_CKPT = "checkpoints/02_teacher", "checkpoints/04_distill"

@@ -329,7 +329,7 @@ def write(plan: Dict[str, Any], results: str = RESULTS, out: str = RESULTS) -> p
     claims = judge(plan, made, t, measured_shifts(results, made))
     write_csv(claims.round(4), os.path.join(out, "claims.csv"))
     write_csv(pd.DataFrame(plan_mod.power_rows(plan)).round(4), os.path.join(out, "power.csv"))
-    md = claims[COLUMNS].round(2).to_markdown(index=False)
+    md = claims.round(4)[COLUMNS].round(2).to_markdown(index=False)  # from claims.csv's values, as the pages are
     write_text(f"Teacher: seed {t['seed']}, test Acc@1 {t['acc1']:.2f} %, its seeds' SD {t['seed_sd']:.2f} pt.\n\n"
                + md + "\n", os.path.join(out, "claims.md"))
     return claims
@@ -516,7 +516,7 @@ def write_v3(plan: Dict[str, Any], results: str = RESULTS_V3, out: str = RESULTS
     write_csv(claims.round(4), os.path.join(out, "claims.csv"))
     write_csv(pd.DataFrame(plan_mod.power_rows(plan)).round(4), os.path.join(out, "power.csv"))
     write_text(f"Plan v3. Teacher (plan v2's): seed {t['seed']}, test Acc@1 {t['acc1']:.2f} %.\n\n"
-               + claims[COLUMNS_V3].round(2).to_markdown(index=False) + "\n", os.path.join(out, "claims.md"))
+               + claims.round(4)[COLUMNS_V3].round(2).to_markdown(index=False) + "\n", os.path.join(out, "claims.md"))
     return claims
 
 
