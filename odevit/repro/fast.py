@@ -809,9 +809,8 @@ def run_plan(path: str = "params.yaml", device_name: str = "auto", graphs: bool 
              cells: Optional[Sequence[str]] = None, shard: Tuple[int, int] = (0, 1), teacher_only: bool = False,
              into: Optional[str] = None, only_seeds: Optional[Sequence[int]] = None, dry: bool = False) -> bool:
     """Every run of the plan, in order: the teacher seeds, then each study's cells (`dry`: only say which would train;
-    `shard` (i, n): only the cell
-    groups whose index in that order is i modulo n, for n processes sharing one GPU; the teacher must be done first:
-    `teacher_only`). True when all its runs are done."""
+    `shard` (i, n): only the cell groups whose index in that order is i modulo n, for n processes sharing one GPU; the
+    teacher must be done first: `teacher_only`). True when all its runs are done."""
     t0 = time.time()
     i, n = shard
     if not 0 <= i < n:
