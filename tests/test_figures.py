@@ -425,7 +425,6 @@ def test_the_v2_key_says_not_measured_yet_only_for_the_waits_its_rows_have(tmp_p
     assert key(**{q: "not measured yet", r: "not measured yet (machine shift between CPU and GPU)"}) == (True, True)
 
 
-
 def test_plan_v3_progress_names_the_machine_type_an_unfinished_study_waits_for(tmp_path):
     """pages.v3_claims' first line: the runs made per study, and for a study with runs still to make, the machine type
     its finished runs bind it to (plan v3's rule machine); once every run is made it names no machine."""

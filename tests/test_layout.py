@@ -130,7 +130,6 @@ def test_no_import_circle():
     assert cycle(import_graph(ROOT / "odevit")) is None
 
 
-
 def test_the_house_keeps_its_size():
     """The package's shape as the one-pipeline issue fixed it: the whole package <= 25 files on <= 6 levels of its
     import graph (a module's level: 1 + the highest level it imports), odevit/repro/ <= 20 files and <= 6,000 lines."""
@@ -146,6 +145,7 @@ def test_the_house_keeps_its_size():
     assert len(list((ROOT / "odevit").rglob("*.py"))) <= 25 and max(map(level, graph)) <= 6, \
         {m: level(m) for m in graph if level(m) > 5}
     assert len(lab) <= 20 and sum(len(f.read_text().splitlines()) for f in lab) <= 6000
+
 
 def test_hub_data_table_agrees_with_the_lab():
     """The layer keeps its own copy of the rows of data.INFO it needs (it must not import the lab)."""

@@ -143,7 +143,6 @@ def test_every_committed_run_records_the_plan_hash_of_params_yaml():
     assert plan_mod.study_hash(edited, "v2_1k") != plan_mod.study_hash(plan, "v2_1k")
 
 
-
 def test_an_ablation_cell_leaves_the_plan_hash_a_question_that_reads_it_does_not():
     """study_hash covers the cells a question reads: a cell added in no question (an ablation, docs/pipeline.md) leaves
     the study's hash, so its committed rows stay pre-registered; a question that reads the cell, or an edit of a cell
@@ -159,6 +158,7 @@ def test_an_ablation_cell_leaves_the_plan_hash_a_question_that_reads_it_does_not
     edited = copy.deepcopy(plan)
     edited["studies"]["v2_10k"]["cells"]["free"] = {"lr": 1e-3}
     assert plan_mod.study_hash(edited, "v2_10k") != h
+
 
 def test_plan_v3_was_committed_before_each_of_its_runs():
     """Every plan v3 run records its study's hash (today's) and the commit whose code trained it (run_key.commit); the

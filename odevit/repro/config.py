@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union, get_args, get_ori
 
 import yaml
 
-from . import plan as plan_mod
+from . import files, plan as plan_mod
 from .data import INFO
 from ..solvers import SOLVERS
 
@@ -265,15 +265,8 @@ def chdir_root(markers: tuple = ("params.yaml", "dvc.yaml")) -> str:
 
 def read_yaml(path: str, error: Optional[type] = None, hint: str = "run from the repository root") -> Dict[str, Any]:
     """A YAML file as a dict; `error` (default ConfigError) with one line naming the file when it is missing or is
-    not valid YAML (params.yaml)."""
-    error = error or ConfigError
-    if not os.path.isfile(path):
-        raise error(f"{path}: not found ({hint})")
-    with open(path) as f:
-        try:
-            return yaml.safe_load(f) or {}
-        except yaml.YAMLError as e:
-            raise error(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
+    not valid YAML (params.yaml): files.read_yaml with that error."""
+    return files.read_yaml(path, error or ConfigError, error or ConfigError, hint)
 
 
 def load(block: str, values: Optional[Dict[str, Any]] = None, params_file: str = "params.yaml") -> Any:

@@ -689,9 +689,9 @@ def train_cell(p: Plan, study: str, cell: str, device: torch.device, graphs: boo
     refused = p.plan["rules"].get("machine") == "one_type_per_study" and machine_refusal(
         f"{root}/{study}", device_kind(device), study)
     if dry:
+        why = f"; refused here: {refused}" if refused else ""
         print(f"{study} {cell}: would train {len(seeds)} runs (seeds {seeds}, {s['budget']['epochs']} epochs, "
-              f"{s['budget']['train_limit'] or 'all'} training images)" + (f"; refused here: {refused}" if refused
-                                                                          else ""), flush=True)
+              f"{s['budget']['train_limit'] or 'all'} training images){why}", flush=True)
         return True
     if refused:
         raise MachineError(refused)

@@ -68,7 +68,8 @@ def _asked(claims: pd.DataFrame, questions: Names, family: Optional[str]) -> pd.
 def rows(claims: pd.DataFrame, questions: Names = None, family: Optional[str] = None) -> pd.DataFrame:
     """The rows asked for (by question id, in that order, or a whole family), with their verdicts from claims.csv."""
     c = _asked(claims, questions, family)
-    return pd.DataFrame({"row": c.question, WORDS_COLUMN: [row_label(q) for q in c.question], "claim": c.claim,
+    return pd.DataFrame({
+        "row": c.question, WORDS_COLUMN: [row_label(q) for q in c.question], "claim": c.claim,
         "training images": [f"{budget_images(b):,}" for b in c.budget],
         "seeds": [f"{int(n)} of {int(s)}" for n, s in zip(c.n, c.seeds)],
         "mean difference (pt)": [_num(x) for x in c["mean"]],

@@ -61,15 +61,16 @@ def study_machines(study_dir: str) -> List[str]:
                   - {None})
 
 
-def read_yaml(path: str) -> Dict[str, Any]:
-    """A YAML file as a dict (empty file: {}); one line naming the file where it is missing or not valid YAML (the
-    narrating side's reader: config.read_yaml, which checks params, imports the data and model registries)."""
+def read_yaml(path: str, missing: type = FileNotFoundError, invalid: type = ValueError,
+              hint: str = "run from the repository root") -> Dict[str, Any]:
+    """A YAML file as a dict (empty file: {}); one line naming the file where it is missing (`missing`) or not valid
+    YAML (`invalid`). config.read_yaml raises ConfigError for both (params.yaml)."""
     import yaml
 
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"{path}: not found (run from the repository root)")
+        raise missing(f"{path}: not found ({hint})")
     with open(path) as f:
         try:
             return yaml.safe_load(f) or {}
         except yaml.YAMLError as e:
-            raise ValueError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
+            raise invalid(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None

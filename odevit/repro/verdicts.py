@@ -320,18 +320,23 @@ COLUMNS = ["family", "question", "budget", "n", "mean", "ci_low", "ci_high", "ma
            "holds_across_families"]
 
 
-def write(plan: Dict[str, Any], results: str = RESULTS, out: str = RESULTS) -> pd.DataFrame:
-    """claims.csv, claims.md and power.csv in `out`, from the runs in `results`; returns the claims."""
+def write_files(claims: pd.DataFrame, plan: Dict[str, Any], out: str, head: str, columns: List[str]) -> None:
+    """claims.csv (4 decimals), power.csv and claims.md in `out`: `head`, then claims.csv's `columns` to 2 decimals."""
     from .files import write_csv, write_text
 
+    c = claims.round(4)
+    write_csv(c, os.path.join(out, "claims.csv"))
+    write_csv(pd.DataFrame(plan_mod.power_rows(plan)).round(4), os.path.join(out, "power.csv"))
+    write_text(f"{head}\n\n" + c[columns].round(2).to_markdown(index=False) + "\n", os.path.join(out, "claims.md"))
+
+
+def write(plan: Dict[str, Any], results: str = RESULTS, out: str = RESULTS) -> pd.DataFrame:
+    """claims.csv, claims.md and power.csv in `out`, from the runs in `results`; returns the claims."""
     t = teacher(results)
     made = runs(results)
     claims = judge(plan, made, t, measured_shifts(results, made))
-    write_csv(claims.round(4), os.path.join(out, "claims.csv"))
-    write_csv(pd.DataFrame(plan_mod.power_rows(plan)).round(4), os.path.join(out, "power.csv"))
-    md = claims.round(4)[COLUMNS].round(2).to_markdown(index=False)  # from claims.csv's values, as the pages are
-    write_text(f"Teacher: seed {t['seed']}, test Acc@1 {t['acc1']:.2f} %, its seeds' SD {t['seed_sd']:.2f} pt.\n\n"
-               + md + "\n", os.path.join(out, "claims.md"))
+    write_files(claims, plan, out, f"Teacher: seed {t['seed']}, test Acc@1 {t['acc1']:.2f} %, its seeds' SD "
+                f"{t['seed_sd']:.2f} pt.", COLUMNS)
     return claims
 
 
@@ -509,14 +514,10 @@ COLUMNS_V3 = ["study", "family", "question", "budget", "n", "mean", "level", "de
 
 def write_v3(plan: Dict[str, Any], results: str = RESULTS_V3, out: str = RESULTS_V3) -> pd.DataFrame:
     """Plan v3's claims.csv, claims.md and power.csv in `out`, from its runs in `results` (plan v2's teacher)."""
-    from .files import write_csv, write_text
-
     t = teacher(RESULTS)
     claims = judge_v3(plan, runs(results), t, results)
-    write_csv(claims.round(4), os.path.join(out, "claims.csv"))
-    write_csv(pd.DataFrame(plan_mod.power_rows(plan)).round(4), os.path.join(out, "power.csv"))
-    write_text(f"Plan v3. Teacher (plan v2's): seed {t['seed']}, test Acc@1 {t['acc1']:.2f} %.\n\n"
-               + claims.round(4)[COLUMNS_V3].round(2).to_markdown(index=False) + "\n", os.path.join(out, "claims.md"))
+    write_files(claims, plan, out, f"Plan v3. Teacher (plan v2's): seed {t['seed']}, test Acc@1 {t['acc1']:.2f} %.",
+                COLUMNS_V3)
     return claims
 
 
