@@ -17,7 +17,6 @@ import os
 import re
 import sys
 import textwrap
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -282,14 +281,6 @@ def findings(c: pd.DataFrame, shown: str) -> str:
     return fill("v2-findings", groups=[g for g in claim_groups(c) if g["shown"] == shown], short=_short, word=_word)
 
 
-def _blocking(learning: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """The cells whose runs still learning keep rows from a verdict, with how many rows each holds back, most first."""
-    words = {**WORDS["v2_who"], **WORDS["cells"]}
-    held = Counter(f"{budget_images(r['budget']) // 1000}k {words.get(cell, cell)} {k} of {m}"
-                   for r in learning for cell, k, m in _learning_parts(r["still_learning"]))
-    return [dict(cell=key, rows=n) for key, n in sorted(held.items(), key=lambda kv: -kv[1])]
-
-
 def v2_claims(root: str = ".", decided: bool = False) -> str:
     """Plan v2's claims with the paper's numbers and ours (docs/v2.md); `decided`: rows decided, why not (README)."""
     c = _read_claims(root)
@@ -306,7 +297,7 @@ def v2_claims(root: str = ".", decided: bool = False) -> str:
                 stem=lambda p: os.path.splitext(os.path.basename(p))[0],
                 test_alone={v: sum(r["verdict_test"] == v for r in learning)
                             for v in ("supports", "contradicts", "inconclusive")},
-                learning=learning, blocking=_blocking(learning),
+                learning=learning,
                 waiting=[r for r in rows if r["verdict"].startswith("not measured")], **_levels_and_margins(c),
                 undecided=[r for r in rows if _word(r) in ("inconclusive", "unfair")])
 
