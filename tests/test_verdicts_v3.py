@@ -99,11 +99,14 @@ def test_a_row_the_learning_left_could_flip_is_unsettled_and_says_by_how_much(tm
     t = {"acc1": 95.0, "seed_sd": 0.1, "seed": 0, "converged": True}
     flat = [0.5] * 30 + [0.8] * 10
     row = V.judge_v3(plan, _runs(tmp_path, plan, flat), t, str(tmp_path), v2={}).iloc[0]
-    assert row.verdict == V.CONTRADICTS and row.still_learning == "0 of 6"  # d = [0.2, 0.5, 0.8]: high 1.245 < 2.9
+    assert row.verdict == V.CONTRADICTS and row.still_learning == "0 of 6"  # d = [0.2, 0.5, 0.8]: high 1.006 < 2.9
     row = V.judge_v3(plan, _runs(tmp_path, plan, _climb()), t, str(tmp_path), v2={}).iloc[0]
-    # every ref run climbs: + 2.0 pt left -> d + g = [2.2, 2.5, 2.8], low 1.755 > 0 would support
+    # every ref run climbs: + 2.0 pt left -> d + g = [2.2, 2.5, 2.8], low 1.994 > 0 would support
     assert row.verdict_test == V.CONTRADICTS and row.learning_left_up == pytest.approx(2.0)
-    assert row.verdict.startswith("unsettled: the learning left could make it supports (mean +2.00 / -0.00 pt)")
+    # and the deciding interval each shift gives (alpha_each 0.05, one family of one row: t(0.95, 2) x 0.3 / sqrt 3 =
+    # 0.506 either side of 2.5 and of 0.5)
+    assert row.verdict == ("unsettled: the learning left could make it supports (mean +2.00 / -0.00 pt, interval then "
+                           "[1.99, 3.01] / [-0.01, 1.01])")
     assert row.still_learning.startswith("3 of 6: ref s1 (+2.00)")
 
 

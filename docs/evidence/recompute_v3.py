@@ -139,7 +139,8 @@ UNSETTLED = "unsettled: the learning left could make it "
 
 
 def split_unsettled(v):
-    """'unsettled: the learning left could make it X[ or Y] (mean +A / -B pt)' -> ([X, Y], '(mean +A / -B pt)')."""
+    """'unsettled: the learning left could make it X[ or Y] (mean +A / -B pt, interval then [..] / [..])' -> ([X, Y],
+    '(mean ...)')."""
     body = v[len(UNSETTLED):]
     m = re.match(r"^(.*?)\s*(\(mean .*\))\s*$", body)
     if not m:
@@ -300,8 +301,8 @@ def main(repo):
         g_a = np.array([ll[(q["a"], s)]["g"] for s in seeds])
         g_b = np.array([ll[(q["b"], s)]["g"] for s in seeds]) if kind == "paired" else g_a
         # paired: d_s + g(a_s) and d_s - g(b_s); within: d_s + g(a_s) and d_s - g(a_s)
-        v_up = decide(test, *interval(d + g_a, a_each)[2:], delta, margin)
-        v_down = decide(test, *interval(d - g_b, a_each)[2:], delta, margin)
+        i_up, i_down = interval(d + g_a, a_each)[2:], interval(d - g_b, a_each)[2:]
+        v_up, v_down = decide(test, *i_up, delta, margin), decide(test, *i_down, delta, margin)
         up_mv, down_mv = float(g_a.mean()), float(g_b.mean())  # 'by how much its mean could move'
         row["learning_left_up"], row["learning_left_down"] = up_mv, down_mv  # GUESS: the columns are these means
         row["still_learning"] = f"{len(flagged)} of {R}"
@@ -333,7 +334,8 @@ def main(repo):
                     others.append(v)
             if others:
                 verdict = (f"unsettled: the learning left could make it {' or '.join(others)} "
-                           f"(mean +{up_mv:.2f} / -{down_mv:.2f} pt)")
+                           f"(mean +{up_mv:.2f} / -{down_mv:.2f} pt, interval then [{i_up[0]:.2f}, {i_up[1]:.2f}] / "
+                           f"[{i_down[0]:.2f}, {i_down[1]:.2f}])")  # added 2026-12-04 with the package's wording
             else:
                 verdict = vt  # 'else the verdict stands (a flagged run whose learning left cannot flip it voids
                 # nothing)'

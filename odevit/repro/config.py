@@ -331,10 +331,7 @@ def check_stage(stage: str, params_file: str = "params.yaml") -> Dict[str, Any]:
                 check_hub_reachable(t.name)
             except TeacherWeightsError as e:
                 raise ConfigError(str(e)) from None
-    for b in ("teacher", "scratch"):
-        c = cfg.get(b)
-        if c is None:
-            continue
+    for b, c in ((b, cfg[b]) for b in ("teacher", "scratch") if b in cfg):
         if base.image_size < c.patch_size:
             raise ConfigError(f"params.yaml: base.image_size = {base.image_size} is smaller than {b}.patch_size "
                               f"{c.patch_size}")

@@ -498,13 +498,9 @@ def point_biserial(values: Sequence[float], flag: Sequence[bool], level: float =
 
 
 def auc(values: Sequence[float], flag: Sequence[bool]) -> float:
-    """P(value of a flagged sample > value of an unflagged one), ties counted half (Mann-Whitney U / n1 n0)."""
+    """P(value of a flagged sample > value of an unflagged one), ties counted half (scipy's Mann-Whitney U / n1 n0)."""
     v, f = np.asarray(values, dtype=np.float64), np.asarray(flag, dtype=bool)
-    n1, n0 = int(f.sum()), int((~f).sum())
-    if n1 == 0 or n0 == 0:
-        return math.nan
-    ranks = st.rankdata(v)
-    return float((ranks[f].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
+    return float(st.mannwhitneyu(v[f], v[~f]).statistic / (f.sum() * (~f).sum())) if f.any() and (~f).any() else math.nan
 
 
 # --- the figures and the closing summary (06_dynamics) ------------------------------------------------------------

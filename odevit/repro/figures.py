@@ -12,7 +12,7 @@ import json
 import math
 import os
 from decimal import ROUND_HALF_UP, Decimal
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Dict, Iterator, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -36,6 +36,7 @@ VERDICT_COLUMN = "verdict (odevit.repro.verdicts)"
 WORDS_COLUMN = "row in words"
 seed_ids = verdicts.seed_ids  # "2300–2305" (a run of consecutive seeds) or "2900, 2901, 2902"
 images = plan_mod.images  # a study's training images (train_limit 0 = all 55,000)
+families = plan_mod.families  # family -> its questions' ids, in the plan's order
 Json = Dict[str, Any]  # a plan, a study's plan entry, a metrics.json
 Names = Optional[Sequence[str]]  # question ids or cell ids asked for, in that order (None: all)
 
@@ -74,6 +75,7 @@ def rows(claims: pd.DataFrame, questions: Names = None, family: Optional[str] = 
         "seeds": [f"{int(n)} of {int(s)}" for n, s in zip(c.n, c.seeds)],
         "mean difference (pt)": [_num(x) for x in c["mean"]],
         "interval (pt)": [f"[{_num(lo)}, {_num(hi)}]" if _finite(lo) else "–" for lo, hi in zip(c.ci_low, c.ci_high)],
+        "interval level (1 − α)": [f"{100 * (1 - a):.4g} %" for a in c.alpha_each],  # plan v2's interval, every test
         "test": [f"{t}" + (f", margin {m:.2f} pt" if t != "superiority" else "") for t, m in zip(c.test, c.margin)],
         # the runs of a row with no measured seed are those of one cell only: no count until the row has a seed
         "runs converged": [v if int(n) > 0 else "–" for v, n in zip(c.converged, c.n)], VERDICT_COLUMN: c.verdict}
@@ -201,9 +203,8 @@ def floor_fit(val_acc_pts: Sequence[float], floor_frac: float) -> Dict[str, Any]
     rules.convergence): its epochs (1-based), fitted values and its gain (slope x window) in points."""
     y = np.asarray(val_acc_pts, dtype=float)
     w = max(2, int(round(floor_frac * len(y))))
-    x, yy = np.arange(w, dtype=float), y[-w:]
-    slope = float(((x - x.mean()) * (yy - yy.mean())).sum() / ((x - x.mean()) ** 2).sum())
-    return dict(epochs=np.arange(len(y) - w + 1, len(y) + 1), fit=yy.mean() + slope * (x - x.mean()), gain=slope * w)
+    slope, icpt = np.polyfit(np.arange(w), y[-w:], 1)
+    return dict(epochs=np.arange(len(y) - w + 1, len(y) + 1), fit=icpt + slope * np.arange(w), gain=float(slope * w))
 
 
 def teacher_table(truns: Dict[int, Json], selected: Json) -> pd.DataFrame:
@@ -338,21 +339,10 @@ def budget_figure(points: pd.DataFrame, claims: pd.DataFrame, teacher: Json, pla
     fam, version = plan["rules"]["primary_family"], plan.get("version", 2)
     v3 = version == 3  # plan v3's rows: the deciding interval, delta dashed
     c = claims[claims.family == fam].reset_index(drop=True)  # every headline row, retention_55k included
-    for i, r in c.iterrows():
-        y = len(c) - 1 - i
-        col = verdicts.COLORS.get(r.verdict, "#9e9e9e")
-        if r.n >= 2:
-            ax[1].plot([r.ci_low, r.ci_high], [y, y], color=col, lw=3)
-            ax[1].plot(r["mean"], y, "o", color=col, mec="black", ms=6)
-        if r.margin and r.test == "non_inferiority":
-            ax[1].plot([-r.margin] * 2, [y - 0.35, y + 0.35], color="black", lw=1, ls=":")
-        if v3 and r.test == "superiority":
-            ax[1].plot([r.delta] * 2, [y - 0.35, y + 0.35], color="black", lw=1, ls="--")
-        ax[1].text(1.01, y, r.verdict, transform=ax[1].get_yaxis_transform(), va="center", fontsize=8)
+    verdicts.draw_rows(ax[1], c, v3)  # and its y limits
     ax[1].axvline(0, color="black", lw=0.8)
     ax[1].set_yticks(range(len(c)), [f"{row_label(q)}, {images(plan['studies'][st]):,} images"
                                      for q, st in zip(c.question, c.study)][::-1], fontsize=8)
-    ax[1].set_ylim(-0.6, len(c) - 0.4)  # the bottom row inside the panel, not on its edge
     ax[1].set_xlabel("paired difference in test Acc@1 (pt, by seed): student − free ODE, or student − teacher\n"
                      + ("bar = the row's deciding interval, dashed = delta (the smallest effect of interest)" if v3 else
                         "bar = the row's interval, dotted = the non-inferiority margin"), fontsize=9)
@@ -461,6 +451,43 @@ def paired_figure(plan: Json, runs: pd.DataFrame, claims: pd.DataFrame, question
     return fig
 
 
+def student_curves(plan: Json, study: str, cells: Sequence[str], results: str = RESULTS_V3):
+    """Plan v3: per cell, each seed's validation Acc@1 by epoch; a run still learning (verdicts.learning_left at the
+    laxest alpha_row / R of the rows reading the cell) gets its floor line run on, dashed, and its learning left."""
+    import matplotlib.pyplot as plt
+
+    s, conv, frac = plan["studies"][study], plan["rules"]["convergence"], float(plan["rules"]["schedule"]["floor_frac"])
+    fig, axes = plt.subplots(1, len(cells), figsize=(3.6 * len(cells), 4.0), layout="constrained", squeeze=False,
+                             sharey=True)
+    low = [100.0]
+    for ax, c in zip(axes[0], cells):
+        alpha = float(conv["alpha_row"]) / min(plan_mod.row_runs(s, q) for q in s["questions"]
+                                               if c in (q["a"], q.get("b")))
+        hs = verdicts.histories(results, study, c, [int(x) for x in s["seeds"]])
+        for i, (seed, h) in enumerate(sorted(hs.items())):
+            y, col, e = 100 * np.asarray(h), plt.get_cmap("tab10")(i), len(h)
+            ll = verdicts.learning_left(h, frac, alpha, float(conv["horizon"]))
+            flag = f": still learning, +{ll['g']:.2f} pt" if ll["flagged"] else ""
+            ax.plot(range(1, e + 1), y, color=col, lw=1.0, label=f"s{seed}{flag}")
+            ax.plot(int(np.argmax(y)) + 1, y.max(), "o", color=col, ms=3)
+            low.append(y[e // 2:].min())
+            if ll["flagged"]:
+                x = np.arange(e - ll["window"] + 1, e + 1 + int(round(float(conv["horizon"]) * ll["window"])))
+                ax.plot(x, y[-ll["window"]:].mean() + ll["slope"] * (x - e + (ll["window"] - 1) / 2), "--", color=col)
+            ax.axvspan(e - ll["window"] + 0.5, e + 0.5, color="#e6e6e6", zorder=0)
+        if hs:
+            ax.legend(fontsize=6, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.2))  # below: it covers no curve
+        else:
+            ax.text(0.5, 0.5, NOT_MEASURED, transform=ax.transAxes, ha="center", color="#b00000")
+        ax.set_title(CELL_NAMES.get(c, c), fontsize=9)
+        ax.set(xlabel="epoch")
+        ax.grid(alpha=0.3)
+    axes[0][0].set(ylabel="validation Acc@1 (%)", ylim=(min(low) - 2, None))  # the second half: where convergence shows
+    fig.suptitle(f"Plan v3 {study} ({images(s):,} training images x {s['budget']['epochs']} epochs): grey = the floor "
+                 "window, dashed = its line run on (the learning left), dot = best.pt's epoch", fontsize=9)
+    return fig
+
+
 # --- 07: every row ------------------------------------------------------------------------------------------------
 def verdict_table(claims: pd.DataFrame) -> pd.DataFrame:
     """Every v2 row as rows() gives it, its family first and whether it holds across the families, by family."""
@@ -483,8 +510,3 @@ def verdict_figure(claims: pd.DataFrame, family: str, plan: Json, out: str = RES
     fig = verdicts.figure(claims, family, plan, label=row_label)
     save_figure(fig, os.path.join(out, f"verdicts_{family}.png"))
     return fig
-
-
-def families(plan: Json) -> List[str]:
-    """The plan's families, in its order (plan_mod.families)."""
-    return list(plan_mod.families(plan))

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import ast
 import glob
-import math
 import os
 import re
 import sys
@@ -181,16 +180,11 @@ def row_label(q: str) -> str:
 
 
 def _read_claims(root: str, name: str = CLAIMS_FILE) -> Optional[pd.DataFrame]:
-    """A claims.csv as the pages read it, or None (not written yet): `still_learning` "" where empty, a NaN
-    `teacher_minus_free` in a file from before the fairness check."""
+    """A claims.csv as the pages read it, or None (not written yet): `still_learning` "" where empty."""
     path = os.path.join(root, name)
     if not os.path.exists(path):
         return None
-    c = pd.read_csv(path)
-    c["still_learning"] = c.still_learning.fillna("")
-    if "teacher_minus_free" not in c:
-        c["teacher_minus_free"] = math.nan
-    return c
+    return pd.read_csv(path, dtype={"still_learning": str}).fillna({"still_learning": ""})
 
 
 def _learning_parts(still_learning: str) -> List[Tuple[str, ...]]:

@@ -12,7 +12,7 @@ import json
 import math
 import os
 import sys
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pandas as pd
 
@@ -289,25 +289,28 @@ def row_runs(s: Dict[str, Any], q: Dict[str, Any]) -> int:
     return len(s["seeds"]) * (2 if q["kind"] == "paired" else 1)
 
 
+def _each_question(plan: Dict[str, Any]) -> Iterator[Tuple[str, Dict[str, Any], Dict[str, Any], str, float]]:
+    """(study name, study, question, its family, its alpha_each) for every question of the plan, in its order."""
+    for name, s in plan["studies"].items():
+        for q in s["questions"]:
+            yield name, s, q, family_of(s, q), alpha_each(plan, family_of(s, q))
+
+
 def power_rows(plan: Dict[str, Any]) -> List[Dict[str, Any]]:
     if plan.get("version") == 3:
         return _power_rows_v3(plan)
     rows = []
-    for name, s in plan["studies"].items():
-        n = len(s["seeds"])
-        for q in s["questions"]:
-            fam = family_of(s, q)
-            a = alpha_each(plan, fam)
-            pilot, paper = q["pilot"], q.get("paper") or {}
-            sd = planning_sd(pilot["sd"], pilot["n"])
-            m, null = float(q.get("margin") or 0.0), float(q.get("null") or 0.0)
-            eff = paper.get("effect")
-            rows.append(dict(study=name, family=fam, id=q["id"], test=q["test"], seeds=n, alpha_each=a,
-                             pilot_sd=pilot["sd"], planning_sd=sd, paper_effect=eff,
-                             power_paper=power(float(eff) - null, sd, n, a, q["test"], m) if eff is not None else math.nan,
-                             pilot_effect=pilot.get("mean"),
-                             power_pilot=power(float(pilot["mean"]) - null, sd, n, a, q["test"], m),
-                             power_note=pilot.get("note", "")))
+    for name, s, q, fam, a in _each_question(plan):
+        n, pilot, paper = len(s["seeds"]), q["pilot"], q.get("paper") or {}
+        sd = planning_sd(pilot["sd"], pilot["n"])
+        m, null = float(q.get("margin") or 0.0), float(q.get("null") or 0.0)
+        eff = paper.get("effect")
+        rows.append(dict(study=name, family=fam, id=q["id"], test=q["test"], seeds=n, alpha_each=a,
+                         pilot_sd=pilot["sd"], planning_sd=sd, paper_effect=eff,
+                         power_paper=power(float(eff) - null, sd, n, a, q["test"], m) if eff is not None else math.nan,
+                         pilot_effect=pilot.get("mean"),
+                         power_pilot=power(float(pilot["mean"]) - null, sd, n, a, q["test"], m),
+                         power_note=pilot.get("note", "")))
     return rows
 
 
@@ -315,31 +318,27 @@ def _power_rows_v3(plan: Dict[str, Any]) -> List[Dict[str, Any]]:
     r = plan["rules"]
     target, conf = float(r["power"]["target"]), float(r["power"]["sd_confidence"])
     rows = []
-    for name, s in plan["studies"].items():
-        n = len(s["seeds"])
-        for q in s["questions"]:
-            fam = family_of(s, q)
-            a = alpha_each(plan, fam)
-            pilot = q["pilot"]
-            sd = planning_sd(pilot["sd"], pilot["n"], conf)
-            if q["test"] == "superiority":
-                d = float(q["delta"])
-                pw = power_at_delta(d, sd, n, a)
-                need = next((k for k in range(2, 201) if power_at_delta(d, sd, k, a) >= target), None)
-            else:
-                d = float(q["margin"])
-                pw = tost_power(sd, n, a, d)
-                need = next((k for k in range(2, 201) if tost_power(sd, k, a, d) >= target), None)
-            R = row_runs(s, q)
-            mu, se, df = float(pilot["mean"]), sd / math.sqrt(n), n - 1
-            tc = float(st.t.ppf(1 - a, df))  # P(the deciding interval lies outside the margin / below delta | pilot mean)
-            outside = (_cdf(-tc, df, (mu + d) / se) + 1.0 - _cdf(tc, df, (mu - d) / se) if q["test"] == "equivalence"
-                       else _cdf(-tc, df, (mu - d) / se))
-            rows.append(dict(study=name, family=fam, id=q["id"], test=q["test"], seeds=n, alpha_each=a,
-                             pilot_sd=pilot["sd"], planning_sd=sd, delta=d, power=pw, pilot_mean=mu,
-                             power_contradicts_at_pilot=float(outside),
-                             seeds_needed=need if need is not None else ">200", runs=R,
-                             false_alarm=false_alarm(float(r["convergence"]["alpha_row"]), R)))
+    for name, s, q, fam, a in _each_question(plan):
+        n, pilot = len(s["seeds"]), q["pilot"]
+        sd = planning_sd(pilot["sd"], pilot["n"], conf)
+        if q["test"] == "superiority":
+            d = float(q["delta"])
+            pw = power_at_delta(d, sd, n, a)
+            need = next((k for k in range(2, 201) if power_at_delta(d, sd, k, a) >= target), None)
+        else:
+            d = float(q["margin"])
+            pw = tost_power(sd, n, a, d)
+            need = next((k for k in range(2, 201) if tost_power(sd, k, a, d) >= target), None)
+        R = row_runs(s, q)
+        mu, se, df = float(pilot["mean"]), sd / math.sqrt(n), n - 1
+        tc = float(st.t.ppf(1 - a, df))  # P(the deciding interval lies outside the margin / below delta | pilot mean)
+        outside = (_cdf(-tc, df, (mu + d) / se) + 1.0 - _cdf(tc, df, (mu - d) / se) if q["test"] == "equivalence"
+                   else _cdf(-tc, df, (mu - d) / se))
+        rows.append(dict(study=name, family=fam, id=q["id"], test=q["test"], seeds=n, alpha_each=a,
+                         pilot_sd=pilot["sd"], planning_sd=sd, delta=d, power=pw, pilot_mean=mu,
+                         power_contradicts_at_pilot=float(outside),
+                         seeds_needed=need if need is not None else ">200", runs=R,
+                         false_alarm=false_alarm(float(r["convergence"]["alpha_row"]), R)))
     return rows
 
 

@@ -243,6 +243,29 @@ def seed_ids(seeds: Any) -> str:
     return ", ".join(map(str, x))
 
 
+def draw_rows(ax: Any, c: pd.DataFrame, v3: bool, lim: Optional[float] = None, words: bool = True) -> None:
+    """Each row of c on ax, the first on top: interval (bar) and mean (dot) in its verdict's colour, margins dotted,
+    plan v3's delta dashed (inside +-lim where zoomed, a row beyond it named), `words`: the verdict on the right."""
+    for i, r in c.reset_index(drop=True).iterrows():
+        y = len(c) - 1 - i
+        col = COLORS.get(r.verdict, "#9e9e9e")
+        if r.n >= 2:
+            ax.plot([r.ci_low, r.ci_high], [y, y], color=col, lw=3)
+            ax.plot(r["mean"], y, "o", color=col, ms=6, mec="black")
+            if lim and (r.ci_high < -lim or r.ci_low > lim):
+                left = r.ci_high < -lim
+                ax.text(-lim if left else lim, y, f"{'◂ ' if left else ''}off this scale (see left){'' if left else ' ▸'}",
+                        ha="left" if left else "right", va="bottom", fontsize=7, color="#555555")
+        if r.margin and r.test != "superiority":
+            for v in ([-r.margin, r.margin] if r.test == "equivalence" else [-r.margin]):
+                ax.plot([v, v], [y - 0.4, y + 0.4], color="black", lw=1, ls=":")
+        if v3 and r.test == "superiority" and not (lim and r.delta > lim):
+            ax.plot([r.delta, r.delta], [y - 0.4, y + 0.4], color="black", lw=1, ls="--")
+        if words:
+            ax.text(1.01, y, r.verdict, transform=ax.get_yaxis_transform(), va="center", fontsize=8)
+    ax.set_ylim(-0.6, len(c) - 0.4)  # the bottom row inside the panel, not on its edge
+
+
 def figure(claims: pd.DataFrame, family: str, plan: Dict[str, Any], label: Optional[Callable[[str], str]] = None):
     """One family's rows: each interval at its level on the family's own scale, the null and the margins; the
     verdict in words on the right; each row by `label` (words; default its id) with its id and training images.
@@ -265,21 +288,7 @@ def figure(claims: pd.DataFrame, family: str, plan: Dict[str, Any], label: Optio
                              squeeze=False, layout="constrained")
     axes = list(axes[0])
     for ax, lim in zip(axes, [None, zoom]):
-        for i, r in c.iterrows():
-            y = len(c) - 1 - i
-            col = COLORS.get(r.verdict, "#9e9e9e")
-            if r.n >= 2:
-                ax.plot([r.ci_low, r.ci_high], [y, y], color=col, lw=3)
-                ax.plot(r["mean"], y, "o", color=col, ms=6, mec="black")
-                if lim and (r.ci_high < -lim or r.ci_low > lim):
-                    left = r.ci_high < -lim
-                    ax.text(-lim if left else lim, y, f"{'◂ ' if left else ''}off this scale (see left){'' if left else ' ▸'}",
-                            ha="left" if left else "right", va="bottom", fontsize=7, color="#555555")
-            if r.margin and r.test != "superiority":
-                for v in ([-r.margin, r.margin] if r.test == "equivalence" else [-r.margin]):
-                    ax.plot([v, v], [y - 0.4, y + 0.4], color="black", lw=1, ls=":")
-            if v3 and r.test == "superiority" and not (lim and r.delta > lim):
-                ax.plot([r.delta, r.delta], [y - 0.4, y + 0.4], color="black", lw=1, ls="--")
+        draw_rows(ax, c, v3, lim, words=ax is axes[-1])
         if len(measured):
             ax.axvline(0, color="black", lw=0.8)
         ax.grid(alpha=0.3, axis="x")
@@ -294,15 +303,11 @@ def figure(claims: pd.DataFrame, family: str, plan: Dict[str, Any], label: Optio
         ax.set_xticks([])
         ax.text(0.5, 0.5, "not measured yet: no row of this family has its runs\n(each interval is drawn once its "
                 "seeds' runs exist)", transform=ax.transAxes, ha="center", va="center", fontsize=9, color="#b00000")
-    for i, r in c.iterrows():
-        axes[-1].text(1.01, len(c) - 1 - i, r.verdict, transform=axes[-1].get_yaxis_transform(), va="center",
-                      fontsize=8)
     axes[0].set_yticks(range(len(c)))
     one_budget = c.budget.nunique() == 1  # then the title gives the training images, not every row
     axes[0].set_yticklabels([f"{label(r.question)}\n({r.question}" + ("" if one_budget else
                              f", {budget_images(r.budget):,} training images") + ")"
                              for r in c.iloc[::-1].itertuples()], fontsize=8)
-    axes[0].set_ylim(-0.6, len(c) - 0.4)
     fig.supxlabel("difference in test Acc@1 (percentage points, paired by seed; all 10,000 test images); bar = the "
                   + ("row's deciding (1 - 2 alpha/family size) interval, dashed = delta (the smallest effect of "
                      "interest), dotted = margin" if v3 else "row's (1 - alpha/family size) interval, dotted = margin"),
@@ -473,14 +478,13 @@ def judge_v3(plan: Dict[str, Any], r: pd.DataFrame, t: Dict[str, Any], results: 
                         flagged.append(f"{c} s{seed} (+{ll['g']:.2f})")
             row.update(still_learning=f"{len(flagged)} of {len(used)}" + (": " + ", ".join(flagged) if flagged else ""),
                        false_alarm=plan_mod.false_alarm(float(conv["alpha_row"]), R))
-            shift_up = shift_down = math.nan
-            moved = set()
+            moved, alt, shift_up, shift_down = set(), [], math.nan, math.nan
             if d["n"] >= 2:
                 ga = pd.Series({k: g[q["a"]].get(k, 0.0) for k in x.index})
                 gb = pd.Series({k: g[cells[-1]].get(k, 0.0) for k in x.index})
-                up, down = x + ga, x - gb
                 shift_up, shift_down = float(ga.mean()), float(gb.mean())
-                moved = {decide_v3(v.to_numpy(dtype=float), q, a)["verdict"] for v in (up, down)} - {d["verdict"]}
+                alt = [decide_v3(v.to_numpy(dtype=float), q, a) for v in (x + ga, x - gb)]  # up, down (g moves the SD too)
+                moved = {e["verdict"] for e in alt} - {d["verdict"]}
             row.update(learning_left_up=shift_up, learning_left_down=shift_down)
             hashes = set(used.plan_hash) if len(used) else set()
             row["post_hoc"] = bool(hashes - {row["plan_hash"]})
@@ -495,7 +499,8 @@ def judge_v3(plan: Dict[str, Any], r: pd.DataFrame, t: Dict[str, Any], results: 
                 verdict = "unfair (teacher not above free)"
             elif moved:
                 verdict = (f"{UNSETTLED}: the learning left could make it {' or '.join(sorted(moved))} (mean "
-                           f"+{shift_up:.2f} / -{shift_down:.2f} pt)")
+                           f"+{shift_up:.2f} / -{shift_down:.2f} pt, interval then "
+                           + " / ".join(f"[{e['decide_low']:.2f}, {e['decide_high']:.2f}]" for e in alt) + ")")
             else:
                 verdict = d["verdict"]
             row["verdict"] = verdict
