@@ -75,7 +75,7 @@ def rows(claims: pd.DataFrame, questions: Names = None, family: Optional[str] = 
         "seeds": [f"{int(n)} of {int(s)}" for n, s in zip(c.n, c.seeds)],
         "mean difference (pt)": [_num(x) for x in c["mean"]],
         "interval (pt)": [f"[{_num(lo)}, {_num(hi)}]" if _finite(lo) else "–" for lo, hi in zip(c.ci_low, c.ci_high)],
-        "interval level (1 − α)": [f"{100 * (1 - a):.4g} %" for a in c.alpha_each],  # plan v2's interval, every test
+        "interval level (1 − α per row)": [f"{100 * (1 - a):.4g} %" for a in c.alpha_each],  # plan v2's, every test
         "test": [f"{t}" + (f", margin {m:.2f} pt" if t != "superiority" else "") for t, m in zip(c.test, c.margin)],
         # the runs of a row with no measured seed are those of one cell only: no count until the row has a seed
         "runs converged": [v if int(n) > 0 else "–" for v, n in zip(c.converged, c.n)], VERDICT_COLUMN: c.verdict}
@@ -453,13 +453,13 @@ def paired_figure(plan: Json, runs: pd.DataFrame, claims: pd.DataFrame, question
 
 def student_curves(plan: Json, study: str, cells: Sequence[str], results: str = RESULTS_V3):
     """Plan v3: per cell, each seed's validation Acc@1 by epoch; a run still learning (verdicts.learning_left at the
-    laxest alpha_row / R of the rows reading the cell) gets its floor line run on, dashed, and its learning left."""
+    largest alpha_row / R of the rows reading the cell: every run a row flags) gets its floor line, dashed, and g."""
     import matplotlib.pyplot as plt
 
     s, conv, frac = plan["studies"][study], plan["rules"]["convergence"], float(plan["rules"]["schedule"]["floor_frac"])
     fig, axes = plt.subplots(1, len(cells), figsize=(3.6 * len(cells), 4.0), layout="constrained", squeeze=False,
-                             sharey=True)
-    low = [100.0]
+                             sharex=True, sharey=True)
+    lims = [(100.0, 0.0)]  # (lowest second-half accuracy, highest point drawn) per run
     for ax, c in zip(axes[0], cells):
         alpha = float(conv["alpha_row"]) / min(plan_mod.row_runs(s, q) for q in s["questions"]
                                                if c in (q["a"], q.get("b")))
@@ -470,21 +470,21 @@ def student_curves(plan: Json, study: str, cells: Sequence[str], results: str = 
             flag = f": still learning, +{ll['g']:.2f} pt" if ll["flagged"] else ""
             ax.plot(range(1, e + 1), y, color=col, lw=1.0, label=f"s{seed}{flag}")
             ax.plot(int(np.argmax(y)) + 1, y.max(), "o", color=col, ms=3)
-            low.append(y[e // 2:].min())
+            lims.append((y[e // 2:].min(), y.max() + ll["g"]))  # a dashed line ends at best + g
             if ll["flagged"]:
                 x = np.arange(e - ll["window"] + 1, e + 1 + int(round(float(conv["horizon"]) * ll["window"])))
                 ax.plot(x, y[-ll["window"]:].mean() + ll["slope"] * (x - e + (ll["window"] - 1) / 2), "--", color=col)
             ax.axvspan(e - ll["window"] + 0.5, e + 0.5, color="#e6e6e6", zorder=0)
         if hs:
-            ax.legend(fontsize=6, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.2))  # below: it covers no curve
+            ax.legend(fontsize=7, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.2))  # below: it covers no curve
         else:
             ax.text(0.5, 0.5, NOT_MEASURED, transform=ax.transAxes, ha="center", color="#b00000")
         ax.set_title(CELL_NAMES.get(c, c), fontsize=9)
         ax.set(xlabel="epoch")
         ax.grid(alpha=0.3)
-    axes[0][0].set(ylabel="validation Acc@1 (%)", ylim=(min(low) - 2, None))  # the second half: where convergence shows
-    fig.suptitle(f"Plan v3 {study} ({images(s):,} training images x {s['budget']['epochs']} epochs): grey = the floor "
-                 "window, dashed = its line run on (the learning left), dot = best.pt's epoch", fontsize=9)
+    axes[0][0].set(ylabel="validation Acc@1 (%)", ylim=(min(lo for lo, _ in lims) - 2, max(h for _, h in lims) + 0.5))
+    fig.suptitle(f"Plan v3 {study} ({images(s):,} training images x {s['budget']['epochs']} epochs; y cut below the "
+                 "2nd half): grey = floor window, dashed = its OLS line run on, g = its end - best (dot)", fontsize=9)
     return fig
 
 
