@@ -68,7 +68,7 @@ def cls_lyapunov(model: ODEViT, x0: torch.Tensor, num_steps: Optional[int] = Non
     """Largest finite-time exponent of the CLS row, per sample (the published quantity, made consistent): a tangent
     v, zero but for a random unit CLS row, is pushed through the model's step map with jvp; each step the growth
     n_k = ||v[CLS]|| is logged and the whole v divided by n_k, keeping its direction (the published code rescaled
-    only the CLS row). lambda = sum_k log n_k / T: per unit of time (T = L; a layer on average). x0 (B, T, D). Returns (B,)."""
+    only the CLS row). lambda = sum_k log n_k / T: per unit of time (T = L). x0 (B, T, D). Returns (B,)."""
     step, h, N = step_map(model, num_steps)
     g = torch.Generator().manual_seed(seed)
     v = torch.zeros_like(x0)

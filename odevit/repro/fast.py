@@ -841,7 +841,7 @@ def run_plan(path: str = "params.yaml", device_name: str = "auto", graphs: bool 
             if not train_cell(q, study, cell, device, graphs, deadline, cache, into, only_seeds, dry=dry):
                 print(f"deadline: stopped in {study} {cell} (resumes from its last.pt)", flush=True)
                 return False
-    print(f"plan {path}: " + ("dry run, nothing trained" if dry else "every run done"), flush=True)  # no wall time: notebooks print this
+    print(f"plan {path}: " + ("dry run, nothing trained" if dry else "every run done"), flush=True)  # no wall time (notebook)
     return True
 
 

@@ -461,8 +461,8 @@ def student_curves(plan: Json, study: str, cells: Sequence[str], results: str = 
                              sharex=True, sharey=True)
     lims = [(100.0, 0.0)]  # (lowest second-half accuracy, highest point drawn) per run
     for ax, c in zip(axes[0], cells):
-        alpha = float(conv["alpha_row"]) / min(plan_mod.row_runs(s, q) for q in s["questions"]
-                                               if c in (q["a"], q.get("b")))
+        rs = [plan_mod.row_runs(s, q) for q in s["questions"] if c in (q["a"], q.get("b"))]  # none: no row flags it
+        alpha = float(conv["alpha_row"]) / min(rs, default=math.inf)
         hs = verdicts.histories(results, study, c, [int(x) for x in s["seeds"]])
         for i, (seed, h) in enumerate(sorted(hs.items())):
             y, col, e = 100 * np.asarray(h), plt.get_cmap("tab10")(i), len(h)
@@ -474,8 +474,8 @@ def student_curves(plan: Json, study: str, cells: Sequence[str], results: str = 
             if ll["flagged"]:
                 x = np.arange(e - ll["window"] + 1, e + 1 + int(round(float(conv["horizon"]) * ll["window"])))
                 ax.plot(x, y[-ll["window"]:].mean() + ll["slope"] * (x - e + (ll["window"] - 1) / 2), "--", color=col)
+        if hs:  # the floor window: the same for every seed of the study
             ax.axvspan(e - ll["window"] + 0.5, e + 0.5, color="#e6e6e6", zorder=0)
-        if hs:
             ax.legend(fontsize=7, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.2))  # below: it covers no curve
         else:
             ax.text(0.5, 0.5, NOT_MEASURED, transform=ax.transAxes, ha="center", color="#b00000")

@@ -253,7 +253,7 @@ def alpha_each(plan: Dict[str, Any], family: str) -> float:
 
 def study_hash(plan: Dict[str, Any], name: Optional[str]) -> str:
     """sha256 (12 hex) of rules + teacher + the study's block (None: the teacher's runs: rules + teacher), its cells
-    those a question reads: a cell added as an ablation, in no question, leaves the plan, and its rows' hash, as it was."""
+    those a question reads: an ablation cell, in no question, leaves the plan and its rows' hash as they were."""
     blob = {"rules": plan["rules"], "teacher": {k: v for k, v in plan["teacher"].items() if k in PLAN_TEACHER}}
     if name is not None:
         s, read = plan["studies"][name], {q.get(k) for q in plan["studies"][name].get("questions", []) for k in "ab"}

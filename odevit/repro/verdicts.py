@@ -483,7 +483,7 @@ def judge_v3(plan: Dict[str, Any], r: pd.DataFrame, t: Dict[str, Any], results: 
                 ga = pd.Series({k: g[q["a"]].get(k, 0.0) for k in x.index})
                 gb = pd.Series({k: g[cells[-1]].get(k, 0.0) for k in x.index})
                 shift_up, shift_down = float(ga.mean()), float(gb.mean())
-                alt = [decide_v3(v.to_numpy(dtype=float), q, a) for v in (x + ga, x - gb)]  # up, down (g moves the SD too)
+                alt = [decide_v3(v.to_numpy(dtype=float), q, a) for v in (x + ga, x - gb)]  # up, down
                 moved = {e["verdict"] for e in alt} - {d["verdict"]}
             row.update(learning_left_up=shift_up, learning_left_down=shift_down)
             hashes = set(used.plan_hash) if len(used) else set()
