@@ -298,6 +298,8 @@ def test_module_and_notebooks_read_files_only():
     assert not names & {"train", "pipeline", "objectives", "study", "fast", "torch"}
     for name in notebook.PLAN:
         nb = nbformat.read(str(ROOT / f"notebooks/{name}.ipynb"), as_version=4)
+        raw = json.loads((ROOT / f"notebooks/{name}.ipynb").read_text())  # nbformat.read fills missing ids in
+        assert all(c.get("id") for c in raw["cells"]), f"{name}: a cell without an id (nbformat will refuse it)"
         code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
         imports = [ln for ln in code.splitlines() if "import" in ln and "odevit" in ln]
         extra = (["from odevit.repro import verdicts", "from odevit.repro import pages"] if name == "07_verdicts"
