@@ -429,7 +429,7 @@ def test_the_v2_key_says_not_measured_yet_only_for_the_waits_its_rows_have(tmp_p
 
 def test_plan_v3_progress_names_the_machine_type_an_unfinished_study_waits_for(tmp_path):
     """pages.v3_claims' first line: the runs made per study, and for a study with runs still to make, the machine type
-    its finished runs bind it to (plan v3's rule machine); once every run is made it names no machine."""
+    its finished runs bind it to (plan v3's rule machine); once every run is made it says so, naming no machine."""
     from odevit.repro import pages
 
     shutil.copy(ROOT / "params.yaml", tmp_path)
@@ -448,4 +448,44 @@ def test_plan_v3_progress_names_the_machine_type_an_unfinished_study_waits_for(t
     assert f"v3_10k {len(runs) - 1} of {len(runs)}, the rest on its machine type, {kind})" in head
     assert head.count("the rest on its machine type") == 1  # the finished studies name none
     shutil.copy(first, runs[-1])  # the last run made: no machine named
-    assert "machine type" not in pages.v3_claims(str(tmp_path)).split("\n\n")[0]
+    head = " ".join(pages.v3_claims(str(tmp_path)).split("\n\n")[0].split())
+    assert "the rest on its machine type" not in head and "makes the rest" not in head
+    assert head.startswith("Plan v3's runs: all ") and f"v3_10k {len(runs)} of {len(runs)})." in head
+
+
+def test_student_curves_flag_exactly_the_runs_each_plans_rule_flags(tmp_path):
+    """The learning-curve figures (03-05): plan v3's legend marks a run still climbing over its floor window, with its
+    learning left g (verdicts.learning_left), and no flat run; plan v2's marks exactly the committed runs whose
+    metrics.json says not converged, with the floor gain recorded there."""
+    import numpy as np
+
+    from odevit.repro import plan as plan_mod
+    from odevit.repro import verdicts
+
+    def flagged(fig, word):
+        return [[t.get_text() for t in ax.get_legend().get_texts() if word in t.get_text()] for ax in fig.axes]
+
+    p3 = plan_mod.load(str(ROOT / "params.yaml"), 3)
+    s3 = p3["studies"]["v3_10k"]
+    seeds, e = [int(x) for x in s3["seeds"]], int(s3["budget"]["epochs"])
+    rng, climbing = np.random.default_rng(0), np.clip(np.arange(e) - 3 * e // 4, 0, None) * 0.01  # 1 pt per epoch
+    for c in ("ref", "free"):
+        for i, x in enumerate(seeds):
+            acc = 0.80 + 0.001 * rng.standard_normal(e) + (climbing if (c, i) == ("ref", 0) else 0)
+            (tmp_path / f"v3_10k/{c}/s{x}").mkdir(parents=True)
+            pd.DataFrame({"epoch": range(1, e + 1), "val_acc1": acc}).to_csv(
+                tmp_path / f"v3_10k/{c}/s{x}/history.csv", index=False)
+            if i == 0 and c == "ref":
+                h = list(acc)
+    fig = v2.student_curves(p3, "v3_10k", ["ref", "free"], str(tmp_path))
+    frac, conv = float(p3["rules"]["schedule"]["floor_frac"]), p3["rules"]["convergence"]
+    g = verdicts.learning_left(h, frac, float(conv["alpha_row"]) / 10, float(conv["horizon"]))["g"]
+    assert g > 5 and flagged(fig, "still learning") == [[f"s{seeds[0]}: still learning, +{g:.2f} pt"], []]
+
+    p2 = plan_mod.load(str(ROOT / "params.yaml"), 2)
+    cells = ["ref", "free", "remedy"]
+    fig = v2.student_curves(p2, "v2_10k", cells, str(ROOT / "results/v2"))
+    want = [[f"s{m['seed']}: not converged, +{m['gain_floor_pts']:.2f} pt" for m in
+             (json.loads(f.read_text()) for f in sorted((ROOT / f"results/v2/v2_10k/{c}").glob("s*/metrics.json")))
+             if not m["converged"]] for c in cells]
+    assert flagged(fig, "not converged") == want and sum(map(len, want)) == 4  # ref s2302, s2303; remedy s2304, s2305

@@ -452,28 +452,36 @@ def paired_figure(plan: Json, runs: pd.DataFrame, claims: pd.DataFrame, question
 
 
 def student_curves(plan: Json, study: str, cells: Sequence[str], results: str = RESULTS_V3):
-    """Plan v3: per cell, each seed's validation Acc@1 by epoch; a run still learning (verdicts.learning_left at the
-    largest alpha_row / R of the rows reading the cell: every run a row flags) gets its floor line, dashed, and g."""
+    """Per cell, each seed's validation Acc@1 by epoch, best.pt's epoch (dot), the floor window (grey); a run the plan
+    flags gets its floor line run on (dashed) and its gain: plan v3's learning left g (verdicts.learning_left at the
+    largest alpha_row / R of the rows reading the cell: every run a row flags), plan v2's floor gain (not converged)."""
     import matplotlib.pyplot as plt
 
     s, conv, frac = plan["studies"][study], plan["rules"]["convergence"], float(plan["rules"]["schedule"]["floor_frac"])
+    v3, hz = conv["rule"] == "learning_left", float(conv.get("horizon", 1.0))  # plan v2's gain: slope x window
     fig, axes = plt.subplots(1, len(cells), figsize=(3.6 * len(cells), 4.0), layout="constrained", squeeze=False,
                              sharex=True, sharey=True)
     lims = [(100.0, 0.0)]  # (lowest second-half accuracy, highest point drawn) per run
     for ax, c in zip(axes[0], cells):
-        rs = [plan_mod.row_runs(s, q) for q in s["questions"] if c in (q["a"], q.get("b"))]  # none: no row flags it
-        alpha = float(conv["alpha_row"]) / min(rs, default=math.inf)
+        rs = [plan_mod.row_runs(s, q) for q in s["questions"] if c in (q["a"], q.get("b"))] if v3 else []
+        alpha = float(conv.get("alpha_row", 0)) / min(rs, default=math.inf)  # a cell no row reads: none flagged
         hs = verdicts.histories(results, study, c, [int(x) for x in s["seeds"]])
         for i, (seed, h) in enumerate(sorted(hs.items())):
             y, col, e = 100 * np.asarray(h), plt.get_cmap("tab10")(i), len(h)
-            ll = verdicts.learning_left(h, frac, alpha, float(conv["horizon"]))
-            flag = f": still learning, +{ll['g']:.2f} pt" if ll["flagged"] else ""
+            if v3:
+                ll = verdicts.learning_left(h, frac, alpha, hz)
+            else:  # plan v2's floor-slope rule as the run's metrics.json recorded it, its line floor_fit's
+                f, m = floor_fit(y, frac), read_json(os.path.join(results, study, c, f"s{seed}", "metrics.json"))
+                ll = dict(flagged=not m["converged"], g=m["gain_floor_pts"], window=len(f["epochs"]),
+                          slope=f["gain"] / len(f["epochs"]))
+            flag = f": {'still learning' if v3 else 'not converged'}, +{ll['g']:.2f} pt" if ll["flagged"] else ""
             ax.plot(range(1, e + 1), y, color=col, lw=1.0, label=f"s{seed}{flag}")
             ax.plot(int(np.argmax(y)) + 1, y.max(), "o", color=col, ms=3)
-            lims.append((y[e // 2:].min(), y.max() + ll["g"]))  # a dashed line ends at best + g
+            x = np.arange(e - ll["window"] + 1, e + 1 + int(round(hz * ll["window"])))
+            line = y[-ll["window"]:].mean() + ll["slope"] * (x - e + (ll["window"] - 1) / 2)
+            lims.append((y[e // 2:].min(), max(y.max(), line[-1] if ll["flagged"] else 0)))  # the top: a line's end
             if ll["flagged"]:
-                x = np.arange(e - ll["window"] + 1, e + 1 + int(round(float(conv["horizon"]) * ll["window"])))
-                ax.plot(x, y[-ll["window"]:].mean() + ll["slope"] * (x - e + (ll["window"] - 1) / 2), "--", color=col)
+                ax.plot(x, line, "--", color=col)
         if hs:  # the floor window: the same for every seed of the study
             ax.axvspan(e - ll["window"] + 0.5, e + 0.5, color="#e6e6e6", zorder=0)
             ax.legend(fontsize=7, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.2))  # below: it covers no curve
@@ -483,8 +491,9 @@ def student_curves(plan: Json, study: str, cells: Sequence[str], results: str = 
         ax.set(xlabel="epoch")
         ax.grid(alpha=0.3)
     axes[0][0].set(ylabel="validation Acc@1 (%)", ylim=(min(lo for lo, _ in lims) - 2, max(h for _, h in lims) + 0.5))
-    fig.suptitle(f"Plan v3 {study} ({images(s):,} training images x {s['budget']['epochs']} epochs; y cut below the "
-                 "2nd half): grey = floor window, dashed = its OLS line run on, g = its end - best (dot)", fontsize=9)
+    fig.suptitle(f"Plan v{plan['version']} {study} ({images(s):,} training images x {s['budget']['epochs']} epochs; y "
+                 "cut below the 2nd half): grey = floor window, dashed = its OLS line run on, " + (
+                     "g = its end - best (dot)" if v3 else "the gain = its rise over the window"), fontsize=9)
     return fig
 
 

@@ -187,11 +187,6 @@ def _read_claims(root: str, name: str = CLAIMS_FILE) -> Optional[pd.DataFrame]:
     return pd.read_csv(path, dtype={"still_learning": str}).fillna({"still_learning": ""})
 
 
-def _learning_parts(still_learning: str) -> List[Tuple[str, ...]]:
-    """(cell, k, n) of each part of a claims.csv `still_learning` ("ref 2/6, ce 1/6": k of n runs still learning)."""
-    return [(cell, *frac.split("/")) for cell, frac in (p.split(" ") for p in filter(None, still_learning.split(", ")))]
-
-
 def v2_verdicts(root: str = ".") -> str:
     """docs/v2.md: plan v2's rows in sentences, then the table (primary family first), its legend and figures."""
     c = _read_claims(root)
@@ -209,7 +204,7 @@ def v2_verdicts(root: str = ".") -> str:
                 decided=[(label, [r for r in c.itertuples() if r.verdict == v and ours_of[r.question] == ours])
                          for label, v, ours in DECIDED],
                 learning=list(learning.itertuples()), rest=list(c[c.verdict == "inconclusive"].itertuples()),
-                learning_cells=sorted({cell for s in learning.still_learning for cell, _, _ in _learning_parts(s)}),
+                learning_cells=sorted({cell for s in learning.still_learning for cell in re.findall(r"(\S+) \d+/", s)}),
                 waiting=list(waiting.itertuples()), families=list(dict.fromkeys(c.family)),
                 shifted=list(waiting[shifted].itertuples()),
                 two_kinds=list(c[c.machine_shift.notna()].itertuples()) if "machine_shift" in c else [],
@@ -346,10 +341,10 @@ def v3_claims(root: str = ".") -> str:
     """The README's first results: how many of plan v3's runs are made, its decided rows, the others in one line."""
     prog = v3_progress(root)
     made, total = sum(p[1] for p in prog), sum(p[2] for p in prog)
-    head = wrap(f"Plan v3's runs finished so far: {made} of {total} (" + ", ".join(
-        f"{n} {a} of {b}" + (f", the rest on its machine type, {', '.join(m)}" if m and a < b else "")
-        for n, a, b, m in prog) + "); `dvc repro` makes the rest, resumable. Every row, made or not: "
-        "[docs/v3.md](docs/v3.md).")
+    head = wrap((f"Plan v3's runs: all {total} made, each study on one machine type (" if made == total else
+                 f"Plan v3's runs finished so far: {made} of {total} (") + ", ".join(f"{n} {a} of {b}" + (
+        f", the rest on its machine type, {', '.join(m)}" if m and a < b else "") for n, a, b, m in prog)
+        + (")." if made == total else "); `dvc repro` makes the rest, resumable.") + " Rows: [docs/v3.md](docs/v3.md).")
     c = _read_claims(root, V3_CLAIMS)
     if c is None:
         return head

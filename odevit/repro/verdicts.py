@@ -413,12 +413,6 @@ def histories(results: str, study: str, cell: str, seeds: List[int]) -> Dict[int
     return out
 
 
-def _v2_rows(path: str = os.path.join(RESULTS, "claims.csv")) -> Dict[str, Dict[str, Any]]:
-    if not os.path.exists(path):
-        return {}
-    return {r["question"]: r for r in pd.read_csv(path).to_dict("records")}
-
-
 def against_v2(v3: str, v2: Optional[Dict[str, Any]]) -> str:
     """What a plan v3 row says of the plan v2 row it replicates (same question id)."""
     if not v2:
@@ -444,7 +438,9 @@ def judge_v3(plan: Dict[str, Any], r: pd.DataFrame, t: Dict[str, Any], results: 
     conv = rules["convergence"]
     floor_frac = float(rules["schedule"]["floor_frac"])
     fams = plan_mod.families(plan)
-    v2 = _v2_rows() if v2 is None else v2
+    if v2 is None:  # plan v2's rows by question
+        f = os.path.join(RESULTS, "claims.csv")
+        v2 = {r["question"]: r for r in pd.read_csv(f).to_dict("records")} if os.path.exists(f) else {}
     out = []
     for name, s in plan["studies"].items():
         seeds = [int(x) for x in s["seeds"]]
