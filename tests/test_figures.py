@@ -479,7 +479,8 @@ def test_student_curves_flag_exactly_the_runs_each_plans_rule_flags(tmp_path):
                 h = list(acc)
     fig = v2.student_curves(p3, "v3_10k", ["ref", "free"], str(tmp_path))
     frac, conv = float(p3["rules"]["schedule"]["floor_frac"]), p3["rules"]["convergence"]
-    g = verdicts.learning_left(h, frac, float(conv["alpha_row"]) / 10, float(conv["horizon"]))["g"]
+    r = min(plan_mod.row_runs(s3, q) for q in s3["questions"] if "ref" in (q["a"], q.get("b")))  # as the figure
+    g = verdicts.learning_left(h, frac, float(conv["alpha_row"]) / r, float(conv["horizon"]))["g"]
     assert g > 5 and flagged(fig, "still learning") == [[f"s{seeds[0]}: still learning, +{g:.2f} pt"], []]
 
     p2 = plan_mod.load(str(ROOT / "params.yaml"), 2)

@@ -140,8 +140,8 @@ def _stages_writing(root: Path, folders) -> set:
 
 @pytest.mark.slow
 def test_a_fresh_clone_is_up_to_date_and_an_added_cell_plans_exactly_its_runs(tmp_path):
-    """On a clone of the committed repository (no checkpoints, nothing trained): `dvc status` is clean but for the
-    stages whose plan v3 runs are still being made, and the trainer plans exactly those runs; a cell added to a study
+    """On a clone of the committed repository (no checkpoints, nothing trained): `dvc status` is clean and the
+    trainer plans no run (a plan cell left unmade: only the stages that write it, and exactly its runs); a cell added to a study
     makes `dvc repro --dry` re-execute the notebooks that read that study and the trainer plan only its runs more."""
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)

@@ -493,7 +493,7 @@ def student_curves(plan: Json, study: str, cells: Sequence[str], results: str = 
     axes[0][0].set(ylabel="validation Acc@1 (%)", ylim=(min(lo for lo, _ in lims) - 2, max(h for _, h in lims) + 0.5))
     fig.suptitle(f"Plan v{plan['version']} {study} ({images(s):,} training images x {s['budget']['epochs']} epochs; y "
                  "cut below the 2nd half): grey = floor window, dashed = its OLS line run on, " + (
-                     "g = its end - best (dot)" if v3 else "the gain = its rise over the window"), fontsize=9)
+                     "g = its end - best (dot)" if v3 else "the gain = its rise over as long again"), fontsize=9)
     return fig
 
 

@@ -341,7 +341,7 @@ def v3_claims(root: str = ".") -> str:
     """The README's first results: how many of plan v3's runs are made, its decided rows, the others in one line."""
     prog = v3_progress(root)
     made, total = sum(p[1] for p in prog), sum(p[2] for p in prog)
-    head = wrap((f"Plan v3's runs: all {total} made, each study on one machine type (" if made == total else
+    head = wrap((f"Plan v3's runs: all {total} made (" if made == total else
                  f"Plan v3's runs finished so far: {made} of {total} (") + ", ".join(f"{n} {a} of {b}" + (
         f", the rest on its machine type, {', '.join(m)}" if m and a < b else "") for n, a, b, m in prog)
         + (")." if made == total else "); `dvc repro` makes the rest, resumable.") + " Rows: [docs/v3.md](docs/v3.md).")
