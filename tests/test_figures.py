@@ -475,10 +475,9 @@ def test_student_curves_flag_exactly_the_runs_each_plans_rule_flags(tmp_path):
             (tmp_path / f"v3_10k/{c}/s{x}").mkdir(parents=True)
             pd.DataFrame({"epoch": range(1, e + 1), "val_acc1": acc}).to_csv(
                 tmp_path / f"v3_10k/{c}/s{x}/history.csv", index=False)
-            if i == 0 and c == "ref":
-                h = list(acc)
     fig = v2.student_curves(p3, "v3_10k", ["ref", "free"], str(tmp_path))
     frac, conv = float(p3["rules"]["schedule"]["floor_frac"]), p3["rules"]["convergence"]
+    h = verdicts.histories(str(tmp_path), "v3_10k", "ref", seeds[:1])[seeds[0]]  # the climbing run
     r = min(plan_mod.row_runs(s3, q) for q in s3["questions"] if "ref" in (q["a"], q.get("b")))  # as the figure
     g = verdicts.learning_left(h, frac, float(conv["alpha_row"]) / r, float(conv["horizon"]))["g"]
     assert g > 5 and flagged(fig, "still learning") == [[f"s{seeds[0]}: still learning, +{g:.2f} pt"], []]

@@ -458,13 +458,13 @@ def student_curves(plan: Json, study: str, cells: Sequence[str], results: str = 
     import matplotlib.pyplot as plt
 
     s, conv, frac = plan["studies"][study], plan["rules"]["convergence"], float(plan["rules"]["schedule"]["floor_frac"])
-    v3, hz = conv["rule"] == "learning_left", float(conv.get("horizon", 1.0))  # plan v2's gain: slope x window
+    v3, hz = (True, float(conv["horizon"])) if conv["rule"] == "learning_left" else (False, 1.0)  # v2: slope x window
     fig, axes = plt.subplots(1, len(cells), figsize=(3.6 * len(cells), 4.0), layout="constrained", squeeze=False,
                              sharex=True, sharey=True)
     lims = [(100.0, 0.0)]  # (lowest second-half accuracy, highest point drawn) per run
     for ax, c in zip(axes[0], cells):
         rs = [plan_mod.row_runs(s, q) for q in s["questions"] if c in (q["a"], q.get("b"))] if v3 else []
-        alpha = float(conv.get("alpha_row", 0)) / min(rs, default=math.inf)  # a cell no row reads: none flagged
+        alpha = float(conv["alpha_row"]) / min(rs, default=math.inf) if v3 else 0.0  # no row reads it: none flagged
         hs = verdicts.histories(results, study, c, [int(x) for x in s["seeds"]])
         for i, (seed, h) in enumerate(sorted(hs.items())):
             y, col, e = 100 * np.asarray(h), plt.get_cmap("tab10")(i), len(h)
@@ -477,11 +477,11 @@ def student_curves(plan: Json, study: str, cells: Sequence[str], results: str = 
             flag = f": {'still learning' if v3 else 'not converged'}, +{ll['g']:.2f} pt" if ll["flagged"] else ""
             ax.plot(range(1, e + 1), y, color=col, lw=1.0, label=f"s{seed}{flag}")
             ax.plot(int(np.argmax(y)) + 1, y.max(), "o", color=col, ms=3)
-            x = np.arange(e - ll["window"] + 1, e + 1 + int(round(hz * ll["window"])))
-            line = y[-ll["window"]:].mean() + ll["slope"] * (x - e + (ll["window"] - 1) / 2)
-            lims.append((y[e // 2:].min(), max(y.max(), line[-1] if ll["flagged"] else 0)))  # the top: a line's end
             if ll["flagged"]:
+                x = np.arange(e - ll["window"] + 1, e + 1 + int(round(hz * ll["window"])))
+                line = y[-ll["window"]:].mean() + ll["slope"] * (x - e + (ll["window"] - 1) / 2)
                 ax.plot(x, line, "--", color=col)
+            lims.append((y[e // 2:].min(), max(y.max(), line[-1]) if ll["flagged"] else y.max()))  # top: a line's end
         if hs:  # the floor window: the same for every seed of the study
             ax.axvspan(e - ll["window"] + 0.5, e + 0.5, color="#e6e6e6", zorder=0)
             ax.legend(fontsize=7, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.2))  # below: it covers no curve
